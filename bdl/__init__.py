@@ -1,0 +1,34 @@
+"""bdl: Bayesian deep learning with stochastic-gradient MCMC in JAX.
+
+Declare a model (:class:`Model`), compile it on data (:func:`compile`), and draw samples with a
+kernel from :mod:`bdl.kernels` (:func:`sample`).
+"""
+
+from bdl import kernels
+from bdl.compile import CompiledModel, CompiledPotential, compile
+from bdl.dsl import (
+    Bernoulli,
+    ByPath,
+    Categorical,
+    Distribution,
+    Gaussian,
+    HeNormal,
+    Laplace,
+    Likelihood,
+    Model,
+    Normal,
+    Poisson,
+    Potential,
+    Prior,
+    StudentT,
+    linear_ramp,
+)
+from bdl.sampling import Samples, sample
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Bernoulli", "ByPath", "Categorical", "CompiledModel", "CompiledPotential", "Distribution",
+    "Gaussian", "HeNormal", "Laplace", "Likelihood", "Model", "Normal", "Poisson", "Potential",
+    "Prior", "Samples", "StudentT", "compile", "kernels", "linear_ramp", "sample",
+]

@@ -1,0 +1,237 @@
+"""The compiled form of a :class:`bdl.Model` on a dataset: pure, jittable JAX functions.
+
+Positions are pytrees ``{"net": network weights}`` plus ``{"lik": {...}}`` when the likelihood has
+learned parameters. Weights whose prior has a constrained support, and likelihood parameters
+such as σ > 0, are stored unconstrained; :meth:`CompiledModel.constrain` maps them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.distributions.transforms import biject_to
+
+from bdl.compile.batching import BatchState, init_batch_state, next_indices
+from bdl.compile.target import Target
+from bdl.dsl.model import Model
+from bdl.dsl.network import NetworkAdapter
+from bdl.dsl.priors import LeafInfo, LeafPrior
+
+PyTree = Any
+
+
+class CompiledModel(Target):
+    """U(θ) = −Σ_i log p(y_i | x_i, θ) − log p(θ) on n training examples, tempered at T(t)."""
+
+    x_train: jax.Array
+    y_train: jax.Array
+    x_test: jax.Array | None
+    y_test: jax.Array | None
+    initial_position: PyTree
+    n: int = eqx.field(static=True)
+    batch_size: int = eqx.field(static=True)
+    name: str = eqx.field(static=True)
+    num_classes: int | None = eqx.field(static=True)
+    model: Model = eqx.field(static=True)
+    adapter: NetworkAdapter = eqx.field(static=True)
+    leaf_infos: tuple[LeafInfo, ...] = eqx.field(static=True)
+    leaf_priors: tuple[LeafPrior, ...] = eqx.field(static=True)
+    net_treedef: Any = eqx.field(static=True)
+    temperature_schedule: Callable[[jax.Array], jax.Array] = eqx.field(static=True)
+
+    # ---------------------------------------------------------------- parameters and priors
+    @property
+    def likelihood(self) -> Any:
+        return self.model.likelihood
+
+    @property
+    def num_batches(self) -> int:
+        """Minibatches per epoch, n // batch_size."""
+        return self.n // self.batch_size
+
+    @property
+    def dim(self) -> int:
+        """Number of sampled scalars (the dimension of θ)."""
+        return sum(int(np.size(x)) for x in jax.tree.leaves(self.initial_position))
+
+    def constrain(self, position: PyTree) -> tuple[PyTree, dict[str, jax.Array]]:
+        """Network weights and likelihood parameters in their constrained spaces."""
+        leaves = self.net_treedef.flatten_up_to(position["net"])
+        net = []
+        for u, prior, info in zip(leaves, self.leaf_priors, self.leaf_infos, strict=True):
+            t = prior.transform(info)
+            net.append(u if t is None else t(u))
+        lik = {
+            name: biject_to(prior.support)(position["lik"][name])
+            for name, prior in self.likelihood.param_priors.items()
+        }
+        return self.net_treedef.unflatten(net), lik
+
+    def unconstrain(self, net: PyTree, lik: dict[str, Any] | None = None) -> PyTree:
+        """Inverse of :meth:`constrain`: a position from constrained weights/parameters."""
+        leaves = self.net_treedef.flatten_up_to(net)
+        unconstrained = []
+        for v, prior, info in zip(leaves, self.leaf_priors, self.leaf_infos, strict=True):
+            t = prior.transform(info)
+            unconstrained.append(jnp.asarray(v) if t is None else t.inv(jnp.asarray(v)))
+        position = {"net": self.net_treedef.unflatten(unconstrained)}
+        priors = self.likelihood.param_priors
+        if priors:
+            values = self.likelihood.param_init if lik is None else lik
+            position["lik"] = {
+                k: biject_to(priors[k].support).inv(jnp.asarray(values[k], jnp.float32))
+                for k in priors
+            }
+        return position
+
+    def log_prior(self, position: PyTree) -> jax.Array:
+        """log p(θ) in the sampled (unconstrained) space, log-Jacobians included."""
+        total = jnp.zeros(())
+        leaves = self.net_treedef.flatten_up_to(position["net"])
+        for u, prior, info in zip(leaves, self.leaf_priors, self.leaf_infos, strict=True):
+            t = prior.transform(info)
+            if t is None:
+                total = total + prior.log_prob(u, info)
+            else:
+                v = t(u)
+                total = total + prior.log_prob(v, info) + jnp.sum(t.log_abs_det_jacobian(u, v))
+        for name, prior in self.likelihood.param_priors.items():
+            u = position["lik"][name]
+            t = biject_to(prior.support)
+            v = t(u)
+            total = total + jnp.sum(prior.log_prob(v)) + jnp.sum(t.log_abs_det_jacobian(u, v))
+        return total
+
+    # ---------------------------------------------------------------- likelihood and energy
+    def forward(self, position: PyTree, x: jax.Array) -> jax.Array:
+        """Network outputs f(x; θ) for a batch."""
+        net, _ = self.constrain(position)
+        return self.adapter.apply(net, x)
+
+    def log_likelihood(self, position: PyTree, x: jax.Array, y: jax.Array) -> jax.Array:
+        """Per-example log p(y_i | x_i, θ), shape ``(batch,)``."""
+        net, lik = self.constrain(position)
+        return self.likelihood.log_prob(self.adapter.apply(net, x), y, lik)
+
+    def energy(self, position: PyTree) -> jax.Array:
+        return -(jnp.sum(self.log_likelihood(position, self.x_train, self.y_train))
+                 + self.log_prior(position))
+
+    def stochastic_energy(self, position: PyTree, batch: tuple[jax.Array, jax.Array]) -> jax.Array:
+        """Ũ(θ) = −(n/|B|) Σ_{i∈B} log p(y_i | x_i, θ) − log p(θ)."""
+        x, y = batch
+        scale = self.n / x.shape[0]
+        return -(scale * jnp.sum(self.log_likelihood(position, x, y)) + self.log_prior(position))
+
+    def stochastic_energy_and_grad(
+        self, position: PyTree, batch: tuple[jax.Array, jax.Array]
+    ) -> tuple[jax.Array, PyTree]:
+        return jax.value_and_grad(self.stochastic_energy)(position, batch)
+
+    # ---------------------------------------------------------------- minibatches
+    def init_batches(self, key: jax.Array) -> BatchState:
+        return init_batch_state(key, self.n)
+
+    def next_batch(
+        self, stream: BatchState, step: jax.Array
+    ) -> tuple[tuple[jax.Array, jax.Array], BatchState]:
+        idx, stream = next_indices(stream, step, self.n, self.batch_size)
+        return (self.x_train[idx], self.y_train[idx]), stream
+
+    def epoch_batches(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """All n // B minibatches of one epoch, stacked: shapes (n // B, B, ...)."""
+        perm = jax.random.permutation(key, self.n)[: self.num_batches * self.batch_size]
+        idx = perm.reshape(self.num_batches, self.batch_size)
+        return self.x_train[idx], self.y_train[idx]
+
+    # ---------------------------------------------------------------- temperature
+    def temperature(self, step: jax.Array) -> jax.Array:
+        return jnp.asarray(self.temperature_schedule(step), jnp.float32)
+
+    def constant_temperature(self) -> float | None:
+        t = self.model.temperature
+        return None if callable(t) else float(t)
+
+    # ---------------------------------------------------------------- predictions
+    def predict(self, positions: PyTree, x: jax.Array) -> jax.Array:
+        """Bayesian model average E_θ[E[y | x, θ]] over positions with one leading sample axis.
+
+        Classifiers return averaged class probabilities (n, K); regressors the predictive mean.
+        """
+        def one(position: PyTree) -> jax.Array:
+            net, lik = self.constrain(position)
+            return self.likelihood.mean(self.adapter.apply(net, x), lik)
+
+        return jnp.mean(jax.lax.map(one, positions), axis=0)
+
+    def log_predictive(self, positions: PyTree, x: jax.Array, y: jax.Array) -> jax.Array:
+        """Per-example log of the BMA predictive density, log (1/K) Σ_k p(y_i | x_i, θ_k)."""
+        lls = jax.lax.map(lambda p: self.log_likelihood(p, x, y), positions)
+        return jax.nn.logsumexp(lls, axis=0) - jnp.log(lls.shape[0])
+
+    # ---------------------------------------------------------------- initial positions
+    def init_positions(self, key: jax.Array, num_chains: int, init: Any = "auto") -> PyTree:
+        """Initial positions with a leading chain axis of size ``num_chains``.
+
+        ``init``: ``"network"`` (the network's own initialiser with a key per chain; Flax linen
+        modules and plain functions given ``params=key -> params``), ``"prior"`` (a draw from the
+        prior per chain), ``"fixed"`` (the declared initial parameters for every chain), a
+        position pytree (shared, or with a leading chain axis), or ``"auto"`` (``"network"``
+        when the network can be re-initialised from a key, else ``"prior"``).
+        """
+        keys = jax.random.split(key, num_chains)
+        if isinstance(init, str):
+            if init == "auto":
+                init = "network" if self.adapter.init is not None else "prior"
+            if init == "network":
+                if self.adapter.init is None:
+                    raise ValueError(
+                        f"init='network' needs a network that initialises from a key ("
+                        f"{self.adapter.flavour} instances are fixed); use init='prior' or "
+                        "'fixed', or pass params=key -> params."
+                    )
+                return jax.vmap(lambda k: self.unconstrain(self.adapter.init(k)))(keys)
+            if init == "prior":
+                return jax.vmap(self._prior_draw)(keys)
+            if init == "fixed":
+                return _broadcast(self.initial_position, num_chains)
+            raise ValueError(
+                f"init must be 'auto', 'network', 'prior', 'fixed' or a position pytree; got "
+                f"{init!r}."
+            )
+        return _broadcast_position(init, self.initial_position, num_chains)
+
+    def _prior_draw(self, key: jax.Array) -> PyTree:
+        infos, priors = self.leaf_infos, self.leaf_priors
+        keys = jax.random.split(key, len(infos))
+        net = [p.sample(k, i) for k, p, i in zip(keys, priors, infos, strict=True)]
+        return self.unconstrain(self.net_treedef.unflatten(net))
+
+
+def _broadcast(position: PyTree, num_chains: int) -> PyTree:
+    return jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains, *jnp.shape(a))), position)
+
+
+def _broadcast_position(init: PyTree, template: PyTree, num_chains: int) -> PyTree:
+    try:
+        shapes = jax.tree.map(lambda a, t: (jnp.shape(a), jnp.shape(t)), init, template)
+    except ValueError as err:
+        raise ValueError(
+            "init position does not have the structure of the model's positions "
+            f"({jax.tree.structure(template)}): {err}"
+        ) from None
+    pairs = jax.tree.leaves(shapes, is_leaf=lambda s: isinstance(s, tuple) and len(s) == 2
+                            and isinstance(s[0], tuple))
+    if all(a == t for a, t in pairs):
+        return _broadcast(init, num_chains)
+    if all(a == (num_chains, *t) for a, t in pairs):
+        return jax.tree.map(jnp.asarray, init)
+    raise ValueError(
+        f"init position leaves must have the model's shapes, or a leading axis of num_chains = "
+        f"{num_chains}; got {[a for a, _ in pairs]} for model shapes {[t for _, t in pairs]}."
+    )

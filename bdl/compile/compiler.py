@@ -1,0 +1,116 @@
+"""``bdl.compile``: lower a declared model and its data to a compiled target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bdl.compile.checks import as_dataset, check_batch_size, check_data
+from bdl.compile.compiled_model import CompiledModel
+from bdl.compile.compiled_potential import CompiledPotential
+from bdl.dsl.model import Model
+from bdl.dsl.network import make_adapter
+from bdl.dsl.potential import Potential
+from bdl.dsl.priors import LeafInfo
+from bdl.dsl.temperature import as_schedule
+from bdl.utils.trees import path_to_str
+
+
+def compile(
+    model: Model | Potential,
+    data: Any = None,
+    *,
+    batch_size: int | None = None,
+    seed: int = 0,
+) -> CompiledModel | CompiledPotential:
+    """Compile a declaration into pure JAX functions (energy, stochastic gradient, predictive…).
+
+    Args:
+        model: a :class:`bdl.Model` (needs ``data``) or a :class:`bdl.Potential` (no data).
+        data: a :class:`bdl.data.Dataset` or a tuple ``(x, y)`` / ``(x, y, x_test, y_test)``.
+        batch_size: minibatch size B, 1 ≤ B ≤ n; ``None`` uses full-batch gradients.
+        seed: seed of the network's first initialisation.
+
+    All checks (shapes, labels, NaN/inf, batch size, output shape vs likelihood) run here, before
+    anything is compiled, and raise ``ValueError``/``TypeError`` naming the argument.
+    """
+    if isinstance(model, Potential):
+        if data is not None:
+            raise ValueError("compile(potential, data=...): a Potential takes no data.")
+        init = model.init
+        start = init(jax.random.key(seed)) if callable(init) else init
+        return CompiledPotential(
+            initial_position=jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), start),
+            n=1,
+            name=model.name,
+            potential=model,
+            temperature_schedule=as_schedule(model.temperature),
+        )
+    if not isinstance(model, Model):
+        raise TypeError(f"compile() needs a bdl.Model or bdl.Potential; got {type(model).__name__}.")
+    if data is None:
+        raise ValueError("compile(model, data=...): a Model needs training data.")
+
+    dataset = as_dataset(data)
+    check_data(dataset)
+    n = dataset.n
+    batch_size = check_batch_size(batch_size, n)
+    regression = model.likelihood.task == "regression"
+    x = np.asarray(dataset.x_train, np.float32)
+    y = np.asarray(dataset.y_train, np.float32 if regression else np.int32)
+    if not regression and not np.all(np.asarray(dataset.y_train) == y):
+        raise ValueError(
+            f"{type(model.likelihood).__name__} likelihood needs integer class labels; y_train "
+            "has non-integer values."
+        )
+
+    adapter = make_adapter(
+        model.network, jnp.asarray(x[:2]), params=model.params, batched=model.batched,
+        key=jax.random.key(seed),
+    )
+    try:
+        out = jax.eval_shape(adapter.apply, adapter.params, jnp.asarray(x[: min(n, 2)]))
+    except Exception as err:  # the network rejected the inputs: say which argument is at fault
+        raise ValueError(
+            f"the network cannot be applied to inputs of shape {x.shape[1:]} (per example): "
+            f"{type(err).__name__}: {err}"
+        ) from None
+    out_shape = (n, *out.shape[1:]) if out.shape and out.shape[0] == min(n, 2) else out.shape
+    model.likelihood.check(tuple(out_shape), dataset.y_train)
+
+    flat, treedef = jax.tree_util.tree_flatten_with_path(adapter.params)
+    infos = tuple(
+        LeafInfo("net/" + path_to_str(p), tuple(np.shape(v)), adapter.fan_in(v)) for p, v in flat
+    )
+    priors = tuple(model.prior.resolve(info) for info in infos)
+
+    def test_array(a: Any, dtype: Any) -> jax.Array | None:
+        return None if a is None else jnp.asarray(np.asarray(a, dtype))
+
+    compiled = CompiledModel(
+        x_train=jnp.asarray(x),
+        y_train=jnp.asarray(y),
+        x_test=test_array(dataset.x_test, np.float32),
+        y_test=test_array(dataset.y_test, np.float32 if regression else np.int32),
+        initial_position=None,
+        n=n,
+        batch_size=batch_size,
+        name=model.name if model.name != "model" else dataset.name,
+        num_classes=dataset.num_classes if not regression else None,
+        model=model,
+        adapter=adapter,
+        leaf_infos=infos,
+        leaf_priors=priors,
+        net_treedef=treedef,
+        temperature_schedule=as_schedule(model.temperature),
+    )
+    position = compiled.unconstrain(adapter.params)
+    return _replace_initial(compiled, position)
+
+
+def _replace_initial(compiled: CompiledModel, position: Any) -> CompiledModel:
+    return eqx.tree_at(lambda c: c.initial_position, compiled, position, is_leaf=lambda x: x is None)

@@ -1,0 +1,70 @@
+"""The interface every compiled target offers to kernels, samplers and validators."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+
+PyTree = Any
+Batch = Any
+
+
+class Target(eqx.Module):
+    """A compiled, tempered target π_T(θ) ∝ exp(−U(θ)/T(t)).
+
+    Array data are pytree leaves, so a function that receives the target through
+    ``eqx.filter_jit`` traces them as arguments rather than baking them in as constants.
+    """
+
+    n: eqx.AbstractVar[int]
+    name: eqx.AbstractVar[str]
+
+    @abc.abstractmethod
+    def energy(self, position: PyTree) -> jax.Array:
+        """Full-data U(θ) = −Σ_i log p(y_i | x_i, θ) − log p(θ)."""
+
+    def energy_and_grad(self, position: PyTree) -> tuple[jax.Array, PyTree]:
+        """U(θ) and ∇U(θ)."""
+        return jax.value_and_grad(self.energy)(position)
+
+    @abc.abstractmethod
+    def stochastic_energy_and_grad(self, position: PyTree, batch: Batch) -> tuple[jax.Array, PyTree]:
+        """Unbiased minibatch estimates Ũ(θ) and ∇Ũ(θ) at full-data scale (DESIGN §2)."""
+
+    @abc.abstractmethod
+    def init_batches(self, key: jax.Array) -> Any:
+        """A fresh per-chain minibatch stream."""
+
+    @abc.abstractmethod
+    def next_batch(self, stream: Any, step: jax.Array) -> tuple[Batch, Any]:
+        """The minibatch for global step ``step`` and the advanced stream."""
+
+    @abc.abstractmethod
+    def temperature(self, step: jax.Array) -> jax.Array:
+        """T(t) at step t."""
+
+    @abc.abstractmethod
+    def init_positions(self, key: jax.Array, num_chains: int, init: Any = "auto") -> PyTree:
+        """Initial positions with a leading chain axis."""
+
+    @abc.abstractmethod
+    def constant_temperature(self) -> float | None:
+        """T if it is constant, else ``None``."""
+
+    def potential_fn(self, temperature: float | None = None) -> Callable[[PyTree], jax.Array]:
+        """NumPyro ``potential_fn``: θ ↦ U(θ)/T at a constant T > 0 (the model's by default)."""
+        t = self.constant_temperature() if temperature is None else float(temperature)
+        if t is None:
+            raise ValueError(
+                f"{self.name} has a temperature schedule: pass potential_fn(temperature=T) with "
+                "the constant T > 0 at which to run NUTS."
+            )
+        if not t > 0:
+            raise ValueError(
+                f"potential_fn needs a temperature T > 0 (NUTS samples exp(−U/T)); got {t}."
+            )
+        return lambda position: self.energy(position) / t

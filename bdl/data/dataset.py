@@ -1,0 +1,38 @@
+"""The in-memory dataset container that every loader and generator returns."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Dataset:
+    """A supervised dataset held in host memory as NumPy arrays.
+
+    ``x_train``/``x_test`` have the example axis first; ``y_train``/``y_test`` are integer class
+    labels (classification) or floating targets (regression). ``num_classes`` is ``None`` for
+    regression. The test split may be absent (``None``).
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray | None = None
+    y_test: np.ndarray | None = None
+    num_classes: int | None = None
+
+    @property
+    def n(self) -> int:
+        """Number of training examples."""
+        return int(self.x_train.shape[0])
+
+    @property
+    def has_test(self) -> bool:
+        return self.x_test is not None and self.y_test is not None
+
+    def __repr__(self) -> str:
+        test = f", x_test={self.x_test.shape}" if self.x_test is not None else ""
+        classes = f", num_classes={self.num_classes}" if self.num_classes is not None else ""
+        return f"Dataset({self.name!r}, x_train={self.x_train.shape}{test}{classes})"

@@ -1,0 +1,127 @@
+"""Small tabular and image datasets shipped inside scikit-learn (no download, always offline).
+
+Source: the copies bundled with scikit-learn (``sklearn.datasets.load_*``; Pedregosa et al. 2011,
+JMLR 12:2825), originally from the UCI Machine Learning Repository:
+
+* breast cancer: Wisconsin Diagnostic Breast Cancer (Street, Wolberg & Mangasarian 1993);
+* digits: UCI Optical Recognition of Handwritten Digits (Alpaydin & Kaynak 1998), test part;
+* diabetes: Efron, Hastie, Johnstone & Tibshirani (2004), "Least Angle Regression";
+* iris: Fisher (1936).
+
+Splits use ``sklearn.model_selection.train_test_split`` with ``random_state=seed``; the
+classification splits are stratified by label. Where features are standardised,
+x' = (x − m) / s with the per-feature mean m and (population) standard deviation s of the
+*training* split, so no test information leaks into the preprocessing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bdl.data.dataset import Dataset
+
+__all__ = ["breast_cancer", "diabetes", "digits", "iris"]
+
+
+def _split(
+    x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int, stratify: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    from sklearn.model_selection import train_test_split
+
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=test_fraction, random_state=seed, stratify=y if stratify else None
+    )
+    return x_train, x_test, y_train, y_test
+
+
+def _standardize(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mean = x_train.mean(axis=0)
+    std = x_train.std(axis=0)
+    std = np.where(std > 0, std, 1.0)
+    return (x_train - mean) / std, (x_test - mean) / std
+
+
+def _classification(
+    name: str, bunch: Any, test_fraction: float, seed: int, num_classes: int
+) -> Dataset:
+    x = np.asarray(bunch.data, dtype=np.float64)
+    y = np.asarray(bunch.target, dtype=np.int32)
+    x_train, x_test, y_train, y_test = _split(x, y, test_fraction, seed, stratify=True)
+    x_train, x_test = _standardize(x_train, x_test)
+    return Dataset(
+        name=name,
+        x_train=x_train.astype(np.float32),
+        y_train=y_train,
+        x_test=x_test.astype(np.float32),
+        y_test=y_test,
+        num_classes=num_classes,
+    )
+
+
+def breast_cancer(test_fraction: float = 0.2, seed: int = 0) -> Dataset:
+    """Wisconsin Diagnostic Breast Cancer: 569 × 30 features, binary (0 = malignant, 1 = benign).
+
+    Stratified split; features standardised with training-split statistics.
+    """
+    from sklearn.datasets import load_breast_cancer
+
+    return _classification("breast_cancer", load_breast_cancer(), test_fraction, seed, 2)
+
+
+def iris(test_fraction: float = 0.2, seed: int = 0) -> Dataset:
+    """Fisher's iris: 150 × 4 features, 3 classes (50 each).
+
+    Stratified split; features standardised with training-split statistics.
+    """
+    from sklearn.datasets import load_iris
+
+    return _classification("iris", load_iris(), test_fraction, seed, 3)
+
+
+def digits(test_fraction: float = 0.2, seed: int = 0, flatten: bool = True) -> Dataset:
+    """Handwritten digits: 1,797 8×8 images with pixel counts 0…16, 10 classes.
+
+    Pixels are scaled to [0, 1] by x = p / 16 (not standardised). ``flatten=True`` gives
+    ``(n, 64)``; ``flatten=False`` gives ``(n, 8, 8, 1)`` (NHWC, for CNNs). Stratified split.
+    """
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = np.asarray(bunch.data, dtype=np.float32) / 16.0
+    y = np.asarray(bunch.target, dtype=np.int32)
+    x_train, x_test, y_train, y_test = _split(x, y, test_fraction, seed, stratify=True)
+    if not flatten:
+        x_train, x_test = x_train.reshape(-1, 8, 8, 1), x_test.reshape(-1, 8, 8, 1)
+    return Dataset("digits", x_train, y_train, x_test, y_test, num_classes=10)
+
+
+def diabetes(test_fraction: float = 0.2, seed: int = 0, standardize_y: bool = False) -> Dataset:
+    """Diabetes progression regression (Efron et al. 2004): 442 × 10 features, real target.
+
+    Uses the raw (unscaled) features, standardised with training-split statistics. The target
+    (disease progression after one year, range ≈ 25…346) is kept as is unless ``standardize_y``,
+    in which case y' = (y − m_y) / s_y with training-split m_y, s_y. The split is random (not
+    stratified: the target is continuous). Targets have shape ``(n,)``, ``num_classes=None``.
+    """
+    from sklearn.datasets import load_diabetes
+
+    bunch = load_diabetes(scaled=False)
+    x = np.asarray(bunch.data, dtype=np.float64)
+    y = np.asarray(bunch.target, dtype=np.float64)
+    x_train, x_test, y_train, y_test = _split(x, y, test_fraction, seed, stratify=False)
+    x_train, x_test = _standardize(x_train, x_test)
+    if standardize_y:
+        y_mean, y_std = y_train.mean(), y_train.std()
+        y_train, y_test = (y_train - y_mean) / y_std, (y_test - y_mean) / y_std
+    return Dataset(
+        "diabetes",
+        x_train.astype(np.float32),
+        y_train.astype(np.float32),
+        x_test.astype(np.float32),
+        y_test.astype(np.float32),
+        num_classes=None,
+    )

@@ -1,0 +1,13 @@
+"""The model DSL: networks, likelihoods, priors, temperature."""
+
+from bdl.dsl.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood, Poisson, StudentT
+from bdl.dsl.model import Model
+from bdl.dsl.potential import Potential
+from bdl.dsl.priors import ByPath, Distribution, HeNormal, Laplace, LeafPrior, Normal, Prior
+from bdl.dsl.temperature import linear_ramp
+
+__all__ = [
+    "Bernoulli", "ByPath", "Categorical", "Distribution", "Gaussian", "HeNormal", "Laplace",
+    "LeafPrior", "Likelihood", "Model", "Normal", "Poisson", "Potential", "Prior", "StudentT",
+    "linear_ramp",
+]

@@ -1,0 +1,226 @@
+"""Observation models p(y | f(x; θ), φ) for the DSL.
+
+A likelihood turns the network output ``f`` into a NumPyro distribution over ``y``. Likelihoods with
+parameters of their own (a learned Gaussian noise scale) declare them with a prior; they are
+sampled jointly with the network weights, unconstrained through NumPyro's transforms.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+
+
+def _match_output(output: jax.Array, y: jax.Array) -> jax.Array:
+    """Drop a trailing singleton output axis when the targets have none: (n, 1) vs (n,)."""
+    if output.ndim == y.ndim + 1 and output.shape[-1] == 1:
+        return output[..., 0]
+    return output
+
+
+def _sum_event(lp: jax.Array) -> jax.Array:
+    return lp.reshape(lp.shape[0], -1).sum(-1) if lp.ndim > 1 else lp
+
+
+class Likelihood(abc.ABC):
+    """Base class: ``distribution(output, params)`` defines p(y | output, params).
+
+    Subclasses set ``task`` (``"classification"`` or ``"regression"``) and implement
+    :meth:`distribution` and :meth:`check`. ``param_priors`` maps the name of each learned
+    likelihood parameter to its NumPyro prior; ``param_init`` gives its initial constrained value.
+    """
+
+    task: ClassVar[str]
+
+    @property
+    def param_priors(self) -> dict[str, dist.Distribution]:
+        return {}
+
+    @property
+    def param_init(self) -> dict[str, float]:
+        return {}
+
+    @abc.abstractmethod
+    def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
+        """p(y | output, params) for a batch; ``output`` already matched to ``y``'s shape."""
+
+    @abc.abstractmethod
+    def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
+        """Raise ``ValueError`` naming the argument when outputs/targets cannot fit together."""
+
+    def log_prob(
+        self, output: jax.Array, y: jax.Array, params: dict[str, jax.Array] | None = None
+    ) -> jax.Array:
+        """Per-example log-likelihood log p(y_i | f(x_i), φ), shape ``(batch,)``."""
+        output = _match_output(output, y)
+        return _sum_event(self.distribution(output, params or {}).log_prob(y))
+
+    def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
+        """Predictive mean E[y | f(x), φ] (class probabilities for classifiers)."""
+        return self.distribution(output, params or {}).mean
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({fields})"
+
+
+def _check_batch(output_shape: tuple[int, ...], y: np.ndarray) -> None:
+    if len(output_shape) == 0 or output_shape[0] != y.shape[0]:
+        raise ValueError(
+            f"network output has shape {output_shape} but the targets y have {y.shape[0]} "
+            "examples: the network must map a batch of inputs to one output row per example."
+        )
+
+
+def _check_regression(name: str, output_shape: tuple[int, ...], y: np.ndarray) -> None:
+    _check_batch(output_shape, y)
+    matched = output_shape[:-1] if len(output_shape) == y.ndim + 1 and output_shape[-1] == 1 else output_shape
+    if tuple(matched) != tuple(y.shape):
+        raise ValueError(
+            f"{name} likelihood: network output shape {output_shape} does not match the target "
+            f"shape {y.shape}; the network must output one value per target entry "
+            f"(e.g. a final Dense({y.shape[1] if y.ndim > 1 else 1}) layer)."
+        )
+
+
+class Categorical(Likelihood):
+    """y ∈ {0, …, K−1} with p(y = k | f) = softmax(f)_k; the network outputs K logits."""
+
+    task = "classification"
+
+    def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
+        return dist.Categorical(logits=output)
+
+    def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
+        return jax.nn.softmax(output, axis=-1)
+
+    def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
+        _check_batch(output_shape, y)
+        if len(output_shape) != 2:
+            raise ValueError(
+                f"Categorical likelihood needs network outputs of shape (batch, num_classes); got "
+                f"{output_shape}. End the network with a Dense(num_classes) layer."
+            )
+        if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+            raise ValueError(
+                f"Categorical likelihood needs integer class labels y of shape (n,); got dtype "
+                f"{y.dtype} and shape {y.shape}. Convert one-hot labels with y.argmax(-1)."
+            )
+        k = output_shape[1]
+        lo, hi = int(y.min()), int(y.max())
+        if lo < 0 or hi >= k:
+            raise ValueError(
+                f"labels y must lie in [0, {k - 1}] for a network with {k} output logits; found "
+                f"labels in [{lo}, {hi}]. Fix the labels or give the network {hi + 1} outputs."
+            )
+
+
+class Bernoulli(Likelihood):
+    """y ∈ {0, 1} with p(y = 1 | f) = sigmoid(f); the network outputs one logit per example."""
+
+    task = "classification"
+
+    def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
+        return dist.Bernoulli(logits=output)
+
+    def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
+        """Two-class probabilities ``[1 − p, p]`` so classifiers share one predictive shape."""
+        p = jax.nn.sigmoid(output.reshape(output.shape[0]))
+        return jnp.stack([1.0 - p, p], axis=-1)
+
+    def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
+        _check_batch(output_shape, y)
+        if not (len(output_shape) == 1 or (len(output_shape) == 2 and output_shape[1] == 1)):
+            raise ValueError(
+                f"Bernoulli likelihood needs one logit per example, output shape (batch,) or "
+                f"(batch, 1); got {output_shape}. End the network with a Dense(1) layer."
+            )
+        values = np.unique(y)
+        if y.ndim != 1 or not np.all(np.isin(values, [0, 1])):
+            raise ValueError(
+                f"Bernoulli likelihood needs labels y in {{0, 1}} of shape (n,); got shape {y.shape} "
+                f"with values {values[:5].tolist()}."
+            )
+
+
+class Gaussian(Likelihood):
+    """y ~ N(f, σ²). σ is fixed (``scale=``) or learned with its own prior (``scale=None``).
+
+    A learned σ is sampled as log σ through NumPyro's positive transform, its log-Jacobian added
+    to the prior.
+    """
+
+    task = "regression"
+
+    def __init__(self, scale: float | None = 1.0, scale_prior: dist.Distribution | None = None):
+        if scale is not None and not scale > 0:
+            raise ValueError(f"Gaussian(scale=...) must be > 0 or None (learned); got {scale}.")
+        self.scale = scale
+        self.scale_prior = scale_prior if scale_prior is not None else dist.HalfNormal(1.0)
+
+    @property
+    def param_priors(self) -> dict[str, dist.Distribution]:
+        return {} if self.scale is not None else {"scale": self.scale_prior}
+
+    @property
+    def param_init(self) -> dict[str, float]:
+        return {} if self.scale is not None else {"scale": 1.0}
+
+    def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
+        scale = self.scale if self.scale is not None else params["scale"]
+        return dist.Normal(output, scale)
+
+    def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
+        _check_regression("Gaussian", output_shape, y)
+
+
+class StudentT(Likelihood):
+    """y ~ StudentT(ν, f, σ), a heavy-tailed regression likelihood; σ fixed or learned."""
+
+    task = "regression"
+
+    def __init__(
+        self, df: float = 4.0, scale: float | None = 1.0, scale_prior: dist.Distribution | None = None
+    ):
+        if not df > 0:
+            raise ValueError(f"StudentT(df=...) must be > 0; got {df}.")
+        if scale is not None and not scale > 0:
+            raise ValueError(f"StudentT(scale=...) must be > 0 or None (learned); got {scale}.")
+        self.df = df
+        self.scale = scale
+        self.scale_prior = scale_prior if scale_prior is not None else dist.HalfNormal(1.0)
+
+    @property
+    def param_priors(self) -> dict[str, dist.Distribution]:
+        return {} if self.scale is not None else {"scale": self.scale_prior}
+
+    @property
+    def param_init(self) -> dict[str, float]:
+        return {} if self.scale is not None else {"scale": 1.0}
+
+    def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
+        scale = self.scale if self.scale is not None else params["scale"]
+        return dist.StudentT(self.df, output, scale)
+
+    def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
+        _check_regression("StudentT", output_shape, y)
+
+
+class Poisson(Likelihood):
+    """Counts y ~ Poisson(exp(f)); the network outputs the log-rate."""
+
+    task = "regression"
+
+    def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
+        return dist.Poisson(jnp.exp(output))
+
+    def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
+        _check_regression("Poisson", output_shape, y)
+        if np.any(y < 0) or np.any(np.asarray(y) != np.round(y)):
+            raise ValueError("Poisson likelihood needs non-negative integer counts y.")
+

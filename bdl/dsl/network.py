@@ -1,0 +1,139 @@
+"""Network adapters: one ``apply(params, x)`` interface over Flax, Equinox and plain functions.
+
+Every supported network flavour is lowered to a :class:`NetworkAdapter`: a pure, batched
+``apply(params, x) -> outputs`` over a parameter pytree of plain arrays, an optional key-based
+initialiser, and the convention for reading a weight's fan-in (Flax stores kernels as
+``(..., in, out)``, Equinox as ``(out, in, ...)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Literal
+
+import equinox as eqx
+import jax
+import numpy as np
+from flax import linen, nnx
+
+PyTree = Any
+Flavour = Literal["linen", "nnx", "equinox", "function"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NetworkAdapter:
+    """A network lowered to pure functions over a parameter pytree.
+
+    Attributes:
+        flavour: which front-end the network came from.
+        apply: ``apply(params, x)`` on a batch ``x`` (example axis first).
+        params: initial parameters (a pytree of arrays).
+        init: ``init(key) -> params`` drawing fresh initial parameters, or ``None`` when the
+            network was given as a built instance that cannot be re-initialised.
+        fan_in_axes: ``"leading"`` if a weight's input axes are all but the last (Flax),
+            ``"trailing"`` if they are all but the first (Equinox).
+    """
+
+    flavour: Flavour
+    apply: Callable[[PyTree, jax.Array], jax.Array]
+    params: PyTree
+    init: Callable[[jax.Array], PyTree] | None
+    fan_in_axes: Literal["leading", "trailing"]
+
+    def fan_in(self, leaf: Any) -> int:
+        """Fan-in of a weight leaf; 1 for scalars and vectors (biases)."""
+        shape = np.shape(leaf)
+        if len(shape) < 2:
+            return 1
+        if self.fan_in_axes == "leading":
+            return int(np.prod(shape[:-1]))
+        return int(np.prod(shape[1:]))
+
+
+def describe_network(network: Any) -> Flavour:
+    """Classify a user network object, raising a clear error for anything unsupported."""
+    if isinstance(network, linen.Module):
+        return "linen"
+    if isinstance(network, nnx.Module):
+        return "nnx"
+    if isinstance(network, eqx.Module):
+        return "equinox"
+    if callable(network):
+        return "function"
+    raise TypeError(
+        "Model(network=...) must be a Flax linen module, a Flax nnx module, an Equinox module, "
+        f"or a plain function f(params, x); got {type(network).__name__}."
+    )
+
+
+def make_adapter(
+    network: Any,
+    example_x: jax.Array,
+    *,
+    params: PyTree | Callable[[jax.Array], PyTree] | None = None,
+    batched: bool | None = None,
+    key: jax.Array | None = None,
+) -> NetworkAdapter:
+    """Lower a user network to a :class:`NetworkAdapter`.
+
+    Args:
+        network: the user's network (see :func:`describe_network`).
+        example_x: a batch of inputs, used only for shapes (Flax linen initialisation).
+        params: for a plain function, its initial parameters or ``init(key) -> params``.
+        batched: whether the network maps a batch (``True``) or a single example (``False``,
+            then it is ``vmap``-ed). Default: ``False`` for Equinox modules (their convention),
+            ``True`` otherwise.
+        key: key for the first initialisation.
+    """
+    flavour = describe_network(network)
+    key = jax.random.key(0) if key is None else key
+    if batched is None:
+        batched = flavour != "equinox"
+
+    def batch(fn: Callable[[PyTree, jax.Array], jax.Array]) -> Callable:
+        if batched:
+            return fn
+        return lambda p, x: jax.vmap(lambda xi: fn(p, xi))(x)
+
+    if flavour == "linen":
+        example = example_x if batched else example_x[0]
+
+        def linen_init(k: jax.Array) -> PyTree:
+            return network.init(k, example)["params"]
+
+        return NetworkAdapter(
+            flavour,
+            batch(lambda p, x: network.apply({"params": p}, x)),
+            linen_init(key),
+            linen_init,
+            "leading",
+        )
+
+    if flavour == "nnx":
+        graphdef, state, rest = nnx.split(network, nnx.Param, ...)
+        pure = state.to_pure_dict()
+
+        def nnx_apply(p: PyTree, x: jax.Array) -> jax.Array:
+            st = jax.tree.map(lambda v: v, state)
+            nnx.replace_by_pure_dict(st, p)
+            return nnx.merge(graphdef, st, rest)(x)
+
+        return NetworkAdapter("nnx", batch(nnx_apply), pure, None, "leading")
+
+    if flavour == "equinox":
+        dynamic, static = eqx.partition(network, eqx.is_inexact_array)
+
+        def eqx_apply(p: PyTree, x: jax.Array) -> jax.Array:
+            return eqx.combine(p, static)(x)
+
+        return NetworkAdapter("equinox", batch(eqx_apply), dynamic, None, "trailing")
+
+    if params is None:
+        raise ValueError(
+            "Model(params=...) is required when network is a plain function f(params, x): pass "
+            "the initial parameter pytree, or a function key -> parameters."
+        )
+    if callable(params):
+        return NetworkAdapter("function", batch(network), params(key), params, "leading")
+    return NetworkAdapter("function", batch(network), params, None, "leading")

@@ -1,0 +1,1 @@
+"""Small pytree and array helpers shared across bdl."""

@@ -24,11 +24,12 @@ from bdl.dsl import (
     linear_ramp,
 )
 from bdl.sampling import Samples, sample
+from bdl.spec import ModelSpec
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Bernoulli", "ByPath", "Categorical", "CompiledModel", "CompiledPotential", "Distribution",
-    "Gaussian", "HeNormal", "Laplace", "Likelihood", "Model", "Normal", "Poisson", "Potential",
+    "Gaussian", "HeNormal", "Laplace", "Likelihood", "Model", "ModelSpec", "Normal", "Poisson", "Potential",
     "Prior", "Samples", "StudentT", "compile", "kernels", "linear_ramp", "sample",
 ]

@@ -161,11 +161,16 @@ class CompiledModel(Target):
     def predict(self, positions: PyTree, x: jax.Array) -> jax.Array:
         """Bayesian model average E_θ[E[y | x, θ]] over positions with one leading sample axis.
 
-        Classifiers return averaged class probabilities (n, K); regressors the predictive mean.
+        Classifiers return averaged class probabilities (n, K); regressors the predictive mean,
+        shaped like the targets (a (n, 1) network output is squeezed for (n,) targets).
         """
         def one(position: PyTree) -> jax.Array:
             net, lik = self.constrain(position)
-            return self.likelihood.mean(self.adapter.apply(net, x), lik)
+            out = self.adapter.apply(net, x)
+            if (self.likelihood.task == "regression" and out.ndim == self.y_train.ndim + 1
+                    and out.shape[-1] == 1):
+                out = out[..., 0]  # (n, 1) outputs for (n,) targets: predict in y's shape
+            return self.likelihood.mean(out, lik)
 
         return jnp.mean(jax.lax.map(one, positions), axis=0)
 
@@ -208,9 +213,13 @@ class CompiledModel(Target):
 
     def _prior_draw(self, key: jax.Array) -> PyTree:
         infos, priors = self.leaf_infos, self.leaf_priors
-        keys = jax.random.split(key, len(infos))
+        lik_priors = self.likelihood.param_priors
+        keys = jax.random.split(key, len(infos) + len(lik_priors))
         net = [p.sample(k, i) for k, p, i in zip(keys, priors, infos, strict=True)]
-        return self.unconstrain(self.net_treedef.unflatten(net))
+        # learned likelihood parameters (e.g. the Gaussian σ) are drawn from their priors too
+        lik = {name: prior.sample(k) for k, (name, prior)
+               in zip(keys[len(infos):], lik_priors.items(), strict=True)}
+        return self.unconstrain(self.net_treedef.unflatten(net), lik if lik_priors else None)
 
 
 def _broadcast(position: PyTree, num_chains: int) -> PyTree:

@@ -80,7 +80,13 @@ def compile(
             f"{type(err).__name__}: {err}"
         ) from None
     out_shape = (n, *out.shape[1:]) if out.shape and out.shape[0] == min(n, 2) else out.shape
-    model.likelihood.check(tuple(out_shape), dataset.y_train)
+    # check the labels as converted above (integer-valued float labels are accepted as ints)
+    model.likelihood.check(tuple(out_shape), y)
+    num_classes = None
+    if not regression:
+        num_classes = dataset.num_classes
+        if num_classes is None:  # (x, y) tuples carry no class count: read it off the predictive
+            num_classes = int(jax.eval_shape(model.likelihood.mean, out).shape[-1])
 
     flat, treedef = jax.tree_util.tree_flatten_with_path(adapter.params)
     infos = tuple(
@@ -100,7 +106,7 @@ def compile(
         n=n,
         batch_size=batch_size,
         name=model.name if model.name != "model" else dataset.name,
-        num_classes=dataset.num_classes if not regression else None,
+        num_classes=num_classes,
         model=model,
         adapter=adapter,
         leaf_infos=infos,

@@ -10,6 +10,7 @@ by :func:`mlp_prior_data` / :func:`linear_regression` with that seed, whatever t
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 
@@ -128,7 +129,7 @@ def mlp_prior_network(
     rng, _ = _streams(seed)
     sizes = [input_dim] + [width] * depth + [num_classes]
     weights, biases = [], []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+    for fan_in, fan_out in itertools.pairwise(sizes):
         weights.append(rng.normal(0.0, np.sqrt(2.0 / fan_in), size=(fan_in, fan_out)))
         biases.append(rng.normal(0.0, MLP_PRIOR_BIAS_SD, size=(fan_out,)))
     return MLPNetwork(tuple(weights), tuple(biases))
@@ -152,7 +153,8 @@ def mlp_prior_data(
         x ~ N(0, I_input_dim),   y | x ~ Categorical(softmax(f(x))).
 
     The prior is thus correctly specified by construction; Wenzel et al. use such data to ask
-    whether the cold-posterior effect is caused by prior misspecification. Inputs are ``float32``, labels ``int32``. Retrieve f with
+    whether the cold-posterior effect is caused by prior misspecification. Inputs are
+    ``float32``, labels ``int32``. Retrieve f with
     ``mlp_prior_network(depth, width, num_classes, input_dim, seed)``.
     """
     network = mlp_prior_network(depth, width, num_classes, input_dim, seed)

@@ -78,17 +78,23 @@ def _resolved_data_dir(data_dir: str | os.PathLike[str] | None) -> str:
     return os.environ.get("TFDS_DATA_DIR") or constants.DATA_DIR
 
 
-def _prepare_instructions(name: str, data_dir: str, expected: str) -> str:
-    return (
-        f"TFDS dataset {name!r} is not prepared in data_dir {data_dir!r} (expected its files in "
-        f"{expected!r}). bdl never downloads data at run time. To prepare it:\n"
+def _not_prepared(
+    name: str, data_dir: str | os.PathLike[str] | None, expected: str, problem: str | None = None
+) -> DatasetNotPreparedError:
+    """The error for an absent (or incomplete) dataset, with instructions to prepare it."""
+    root = _resolved_data_dir(data_dir)
+    problem = (
+        problem or f"is not prepared in data_dir {root!r} (expected its files in {expected!r})"
+    )
+    return DatasetNotPreparedError(
+        f"TFDS dataset {name!r} {problem}. bdl never downloads data at run time. To prepare it:\n"
         "  1. On a machine with internet access, with `pip install tensorflow "
         "tensorflow-datasets`, run\n"
         f"       python -c \"import tensorflow_datasets as tfds; tfds.builder('{name}', "
         "data_dir='DIR', file_format='array_record').download_and_prepare()\"\n"
         "     (`file_format='array_record'` lets bdl read it without TensorFlow; the default "
         "'tfrecord' format also works but then reading needs TensorFlow).\n"
-        f"  2. Copy the directory DIR/{name} to this machine, into {data_dir!r}, or pass "
+        f"  2. Copy the directory DIR/{name} to this machine, into {root!r}, or pass "
         "data_dir=... to the loader, or set the TFDS_DATA_DIR environment variable to the "
         "directory that contains it."
     )
@@ -124,9 +130,7 @@ def _fetch(source: Any, keys: list[int]) -> Sequence[dict[str, Any]]:
         return [source[k] for k in keys]
 
 
-def _read_data_source(
-    source: Any, image_shape: tuple[int, ...]
-) -> tuple[np.ndarray, np.ndarray]:
+def _read_data_source(source: Any, image_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """All examples of a TFDS random-access data source as (uint8 images, int32 labels)."""
     n = len(source)
     images = np.empty((n, *image_shape), dtype=np.uint8)
@@ -151,6 +155,41 @@ def _read_with_tensorflow(
         arrays = tfds.as_numpy(ds)
         out[split] = (np.asarray(arrays["image"], np.uint8), np.asarray(arrays["label"], np.int32))
     return out
+
+
+def _missing_files(info: Any, splits: list[str]) -> list[str]:
+    """The data files of ``splits`` listed in the dataset's metadata but absent from disk."""
+    missing = []
+    for split in splits:
+        try:
+            paths = info.splits[split].filepaths
+        except (KeyError, ValueError):  # no file template recorded: nothing to check
+            continue
+        missing += [os.fspath(p) for p in paths if not p.exists()]
+    return missing
+
+
+def _read_splits(
+    builder: Any, data_dir: str | None, splits: list[str], image_shape: tuple[int, ...]
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Reads whole splits: random access if the file format allows it, else through TensorFlow."""
+    from tensorflow_datasets.core import file_adapters
+
+    file_format = builder.info.file_format or file_adapters.FileFormat.TFRECORD
+    if file_format in file_adapters.FileFormat.with_random_access():
+        return {
+            split: _read_data_source(builder.as_data_source(split=split), image_shape)
+            for split in splits
+        }
+    if _tensorflow_available():
+        return _read_with_tensorflow(builder.name, data_dir, splits)
+    raise DatasetFormatError(
+        f"TFDS dataset {builder.name!r} in {os.fspath(builder.data_dir)!r} is stored in the "
+        f"{file_format.value!r} format, which needs TensorFlow to read. Either "
+        "`pip install tensorflow-cpu`, or prepare it again with "
+        f"tfds.builder('{builder.name}', data_dir=..., file_format='array_record')"
+        ".download_and_prepare()."
+    )
 
 
 def _tensorflow_available() -> bool:
@@ -180,41 +219,35 @@ def load_tfds(
     Returns:
         A :class:`Dataset` with images of ``dtype``, ``int32`` labels in ``[0, num_classes)``.
 
+    Under ``tfds.testing.mock_data`` the dataset's metadata (``dataset_info.json`` and
+    ``features.json``) must exist in the mock's ``data_dir`` (TFDS's ``MockPolicy.USE_FILES``),
+    since an unprepared dataset is refused before any reading; the examples themselves are faked.
+
     Raises:
-        DatasetNotPreparedError: the dataset is absent from the data directory (no download is
-            attempted); the message explains how to prepare it.
+        DatasetNotPreparedError: the dataset is absent from the data directory, or its data files
+            are incomplete (no download is attempted); the message explains how to prepare it.
         DatasetFormatError: it is prepared as ``tfrecord`` and TensorFlow is not installed.
     """
     import tensorflow_datasets as tfds
-    from tensorflow_datasets.core import file_adapters
 
     explicit_dir = None if data_dir is None else os.fspath(data_dir)
     builder = tfds.builder(name, data_dir=explicit_dir)  # None: TFDS's own search path
     if not builder.is_prepared():
-        root = _resolved_data_dir(data_dir)
-        raise DatasetNotPreparedError(_prepare_instructions(name, root, os.fspath(builder.data_dir)))
-
+        raise _not_prepared(name, data_dir, os.fspath(builder.data_dir))
     info = builder.info
     splits = ["train"] + (["test"] if "test" in info.splits else [])
     image_shape = tuple(info.features["image"].shape)
     num_classes = int(info.features["label"].num_classes)
-
-    file_format = info.file_format or file_adapters.FileFormat.TFRECORD
-    if file_format in file_adapters.FileFormat.with_random_access():
-        arrays = {
-            split: _read_data_source(builder.as_data_source(split=split), image_shape)
-            for split in splits
-        }
-    elif _tensorflow_available():
-        arrays = _read_with_tensorflow(name, explicit_dir, splits)
-    else:
-        raise DatasetFormatError(
-            f"TFDS dataset {name!r} in {os.fspath(builder.data_dir)!r} is stored in the "
-            f"{file_format.value!r} format, which needs TensorFlow to read. Either "
-            "`pip install tensorflow-cpu`, or prepare it again with "
-            f"tfds.builder('{name}', data_dir=..., file_format='array_record')"
-            ".download_and_prepare() (see DatasetNotPreparedError's instructions)."
-        ) from None
+    try:
+        arrays = _read_splits(builder, explicit_dir, splits, image_shape)
+    except DatasetFormatError:
+        raise
+    except Exception:
+        missing = _missing_files(info, splits)
+        if not missing:
+            raise
+        problem = f"is incomplete: {len(missing)} data file(s) are missing, e.g. {missing[0]!r}"
+        raise _not_prepared(name, data_dir, os.fspath(builder.data_dir), problem) from None
 
     x_train_u8, y_train = arrays["train"]
     if normalize:

@@ -114,14 +114,14 @@ def sample(
     try:
         while t < burn_in:
             n = min(burn_in - t, chunk * thin)
-            carry, _ = _run_chunk(target, kernel, carry, chain_keys, t, 1, n, chunk)
+            carry, _ = _run_chunk(target, kernel, carry, chain_keys, *_ints(t, 1, n), chunk)
             jax.block_until_ready(carry)
             t += n
             meter.update(t)
         done = 0
         while done < num_draws:
             n = min(num_draws - done, chunk)
-            carry, out = _run_chunk(target, kernel, carry, chain_keys, t, n, thin, chunk)
+            carry, out = _run_chunk(target, kernel, carry, chain_keys, *_ints(t, n, thin), chunk)
             out = jax.device_get(out)
             collected.append(jax.tree.map(lambda a, n=n: a[:n], out))
             t += n * thin
@@ -136,15 +136,20 @@ def sample(
     return _assemble(collected, kernel, t, interrupted, positions, states)
 
 
-@partial(eqx.filter_jit, donate="none")
+def _ints(*values: int) -> tuple[jax.Array, ...]:
+    """Loop bounds as int32 arrays: traced, so every chunk length shares one compilation."""
+    return tuple(jnp.asarray(v, jnp.int32) for v in values)
+
+
+@eqx.filter_jit
 def _run_chunk(
     target: Target,
     kernel: Kernel,
     carry: Any,
     chain_keys: jax.Array,
-    t0: int,
-    num_draws: int,
-    steps_per_draw: int,
+    t0: jax.Array,
+    num_draws: jax.Array,
+    steps_per_draw: jax.Array,
     buffer_size: int,
 ) -> tuple[Any, Any]:
     """Run ``num_draws × steps_per_draw`` steps from step ``t0``, recording each draw's state.
@@ -152,10 +157,6 @@ def _run_chunk(
     ``t0``, ``num_draws`` and ``steps_per_draw`` are traced, so burn-in and sampling chunks of
     any length share one compilation; ``buffer_size`` fixes the output shape.
     """
-    t0 = jnp.asarray(t0, jnp.int32)
-    num_draws = jnp.asarray(num_draws, jnp.int32)
-    steps_per_draw = jnp.asarray(steps_per_draw, jnp.int32)
-
     def one_step(t: jax.Array, carry: Any) -> tuple[Any, Info]:
         states, streams = carry
 

@@ -1,0 +1,109 @@
+"""Datasets for bdl: offline loaders, synthetic generators and synthetic log-densities.
+
+Every loader and generator returns a :class:`Dataset` of NumPy arrays. :func:`load` looks a
+dataset up by name (see :func:`names`)::
+
+    from bdl import data
+    ds = data.load("breast_cancer", seed=1)
+    ds = data.load("mnist", data_dir="/data/tensorflow_datasets")
+
+Nothing is ever downloaded: TFDS datasets must be prepared beforehand (see
+:class:`DatasetNotPreparedError`); the scikit-learn datasets ship with scikit-learn. Heavy
+dependencies (TFDS, scikit-learn) are imported only when their loaders are called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bdl.data.dataset import Dataset
+from bdl.data.sklearn_datasets import breast_cancer, diabetes, digits, iris
+from bdl.data.synthetic import (
+    MLPNetwork,
+    linear_regression,
+    linear_regression_posterior,
+    linear_regression_weights,
+    mlp_prior_data,
+    mlp_prior_network,
+    regression_1d_gap,
+)
+from bdl.data.synthetic_energies import (
+    correlated_gaussian,
+    diagonal_gaussian,
+    gaussian_log_density,
+    gaussian_log_density_fn,
+    two_mode_log_density,
+)
+from bdl.data.tfds_loaders import (
+    DatasetFormatError,
+    DatasetNotPreparedError,
+    channel_statistics,
+    cifar10,
+    cifar100,
+    fashion_mnist,
+    load_tfds,
+    mnist,
+)
+
+__all__ = [
+    "Dataset",
+    "DatasetFormatError",
+    "DatasetNotPreparedError",
+    "MLPNetwork",
+    "breast_cancer",
+    "channel_statistics",
+    "cifar10",
+    "cifar100",
+    "correlated_gaussian",
+    "diabetes",
+    "diagonal_gaussian",
+    "digits",
+    "fashion_mnist",
+    "gaussian_log_density",
+    "gaussian_log_density_fn",
+    "iris",
+    "linear_regression",
+    "linear_regression_posterior",
+    "linear_regression_weights",
+    "load",
+    "load_tfds",
+    "mlp_prior_data",
+    "mlp_prior_network",
+    "mnist",
+    "names",
+    "regression_1d_gap",
+    "two_mode_log_density",
+]
+
+_REGISTRY: dict[str, Callable[..., Dataset]] = {
+    "mnist": mnist,
+    "fashion_mnist": fashion_mnist,
+    "cifar10": cifar10,
+    "cifar100": cifar100,
+    "breast_cancer": breast_cancer,
+    "digits": digits,
+    "diabetes": diabetes,
+    "iris": iris,
+    "regression_1d_gap": regression_1d_gap,
+    "mlp_prior_data": mlp_prior_data,
+    "linear_regression": linear_regression,
+}
+
+
+def names() -> tuple[str, ...]:
+    """The dataset names accepted by :func:`load`, sorted."""
+    return tuple(sorted(_REGISTRY))
+
+
+def load(name: str, **kwargs: Any) -> Dataset:
+    """Loads or generates the dataset called ``name``; ``kwargs`` go to its loader/generator.
+
+    Raises:
+        ValueError: ``name`` is not one of :func:`names`.
+    """
+    try:
+        loader = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(names())}") from None
+    return loader(**kwargs)

@@ -1,0 +1,48 @@
+"""``bdl.ModelSpec``: a declared model with its data and sensible run defaults.
+
+Files in ``models/`` (and any user file given to the ``bdl`` command) define
+``build(**options) -> ModelSpec``; the command line runs them by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from bdl.compile import compile as compile_model
+from bdl.compile.target import Target
+from bdl.data.dataset import Dataset
+from bdl.dsl.model import Model
+from bdl.dsl.potential import Potential
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ModelSpec:
+    """What ``bdl sample MODEL`` needs to run a model end to end.
+
+    Attributes:
+        model: the declaration (a :class:`bdl.Model` or :class:`bdl.Potential`).
+        data: its dataset (``None`` for a potential).
+        batch_size: minibatch size used by :meth:`compile` (``None``: full batch).
+        kernels: suggested hyper-parameters per kernel name, e.g. ``{"sghmc": {...}}``.
+        num_steps, burn_in, thin: default run lengths.
+        description: one line for listings.
+        reference: optional exact posterior summary (e.g. the conjugate closed form).
+    """
+
+    model: Model | Potential
+    data: Dataset | None = None
+    batch_size: int | None = None
+    kernels: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    num_steps: int = 5_000
+    burn_in: int = 1_000
+    thin: int = 10
+    description: str = ""
+    reference: dict[str, Any] | None = None
+
+    def compile(self) -> Target:
+        return compile_model(self.model, self.data, batch_size=self.batch_size)
+
+    def kernel_hyper(self, name: str) -> dict[str, Any]:
+        """Suggested hyper-parameters for kernel ``name`` (empty: the kernel's defaults)."""
+        return dict(self.kernels.get(name, {}))

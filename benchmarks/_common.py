@@ -1,0 +1,170 @@
+"""Shared pieces of the benchmark scripts: the digits MLP, timing, compile counting, HLO stats.
+
+Benchmarks are never run by the test suite (DESIGN §8): they time things, tests must not.
+"""
+
+from __future__ import annotations
+
+import collections
+import platform
+import re
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+# ---------------------------------------------------------------------------- model
+def digits_data() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits: 1797 × 64 inputs scaled to [0, 1] (÷16), labels 0..9."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    return (np.asarray(bunch.data, np.float32) / 16.0, np.asarray(bunch.target, np.int32))
+
+
+def digits_mlp(batch_size: int = 32, hidden: int = 100) -> Any:
+    """The benchmark model: a Flax linen MLP 64→100→100→10 (ReLU), Categorical, N(0, 1) prior."""
+    import flax.linen as nn
+
+    import bdl
+
+    class MLP(nn.Module):
+        @nn.compact
+        def __call__(self, x: jax.Array) -> jax.Array:
+            x = nn.relu(nn.Dense(hidden)(x))
+            x = nn.relu(nn.Dense(hidden)(x))
+            return nn.Dense(10)(x)
+
+    model = bdl.Model(network=MLP(), likelihood=bdl.Categorical(), prior=bdl.Normal(1.0))
+    return bdl.compile(model, digits_data(), batch_size=batch_size)
+
+
+# ---------------------------------------------------------------------------- environment
+def environment() -> str:
+    dev = jax.devices()[0]
+    kind = getattr(dev, "device_kind", "") or dev.platform
+    return (f"jax {jax.__version__} (jaxlib {jax.lib.__version__}), backend {jax.default_backend()}"
+            f", device {dev} [{kind}], {jax.device_count()} device(s); python "
+            f"{platform.python_version()} on {platform.machine()}")
+
+
+# ---------------------------------------------------------------------------- timing
+def time_call(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
+    """Median wall time (s) of ``fn()`` over ``repeats`` calls, each ``block_until_ready``."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), times
+
+
+def time_interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
+    """Wall times (s) of every ``fn()``, ``repeats`` rounds, the functions interleaved per round.
+
+    Interleaving puts every candidate under the same background load, so ratios between them
+    stay meaningful on a busy machine even when absolute times drift.
+    """
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn())
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+class CompileCounter:
+    """Counts XLA backend compilations (and their seconds) through ``jax.monitoring``."""
+
+    _instance: CompileCounter | None = None
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+
+    @classmethod
+    def install(cls) -> CompileCounter:
+        if cls._instance is None:
+            cls._instance = cls()
+            jax.monitoring.register_event_duration_secs_listener(cls._instance._listen)
+        return cls._instance
+
+    def _listen(self, event: str, duration: float, **_: Any) -> None:
+        if event == BACKEND_COMPILE_EVENT:
+            self.count += 1
+            self.seconds += duration
+
+    def snapshot(self) -> tuple[int, float]:
+        return self.count, self.seconds
+
+
+# ---------------------------------------------------------------------------- HLO statistics
+_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*.*?\s([a-z][\w\-]*)\(")
+_HEADER = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+_WHILE_BODY = re.compile(r"\bwhile\(.*body=%?([\w.\-]+)")
+_CALLS = re.compile(r"(?:to_apply|calls|true_computation|false_computation|branch_computations|"
+                    r"condition|body)=\{?%?([\w.\-, %]+)\}?")
+# bookkeeping instructions that run no kernel of their own
+FREE_OPS = frozenset({"parameter", "get-tuple-element", "tuple", "constant", "bitcast",
+                      "after-all", "partition-id", "replica-id"})
+
+
+def hlo_computations(text: str) -> dict[str, list[str]]:
+    """Optimised HLO text split into ``{computation name: instruction lines}``."""
+    comps: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if current is None:
+            m = _HEADER.match(line)
+            if m and not line.lstrip().startswith(("HloModule", "//")):
+                current = comps.setdefault(m.group(1), [])
+            continue
+        if line.strip() == "}":
+            current = None
+        elif _INSTR.match(line):
+            current.append(line)
+    return comps
+
+
+def opcode(line: str) -> str:
+    m = _INSTR.match(line)
+    return m.group(1) if m else "?"
+
+
+def loop_body_stats(text: str) -> dict[str, Any]:
+    """Opcode counts of the largest ``while`` body (the step loop) of optimised HLO text.
+
+    ``thunks`` counts the body's top-level instructions that do work (fusions, dots, RNG,
+    custom calls, …) — on CPU each is one kernel launch per step — and ``fused`` the
+    instructions inside the fusions they call.
+    """
+    comps = hlo_computations(text)
+    bodies = [m.group(1) for lines in comps.values() for ln in lines
+              if (m := _WHILE_BODY.search(ln))]
+    if not bodies:
+        return {"thunks": 0, "ops": collections.Counter(), "fused": 0}
+    body = max(bodies, key=lambda b: len(_reachable(comps, b)))
+    top = collections.Counter(opcode(ln) for ln in comps.get(body, []))
+    work = collections.Counter({k: v for k, v in top.items() if k not in FREE_OPS})
+    fused = sum(len(comps.get(c, [])) for c in _reachable(comps, body) if c != body)
+    return {"thunks": sum(work.values()), "ops": work, "fused": fused, "body": body}
+
+
+def _reachable(comps: dict[str, list[str]], root: str) -> set[str]:
+    seen, todo = set(), [root]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in comps:
+            continue
+        seen.add(name)
+        for line in comps[name]:
+            for m in _CALLS.finditer(line):
+                todo.extend(x.strip().lstrip("%") for x in m.group(1).split(","))
+    return seen

@@ -1,0 +1,36 @@
+"""An MLP classifier on the 8×8 digits (scikit-learn, 1,797 images, 10 classes)."""
+
+import flax.linen as nn
+
+import bdl
+from bdl.data import digits
+
+
+class MLP(nn.Module):
+    hidden: tuple[int, ...] = (100, 100)
+    classes: int = 10
+
+    @nn.compact
+    def __call__(self, x):
+        for width in self.hidden:
+            x = nn.relu(nn.Dense(width)(x))
+        return nn.Dense(self.classes)(x)
+
+
+def build(width: int = 100, depth: int = 2, temperature: float = 1.0,
+          batch_size: int = 32) -> bdl.ModelSpec:
+    data = digits()
+    model = bdl.Model(
+        network=MLP(hidden=(width,) * depth),
+        likelihood=bdl.Categorical(),
+        prior=bdl.Normal(1.0),
+        temperature=temperature,
+        name="mlp_digits",
+    )
+    return bdl.ModelSpec(
+        model, data, batch_size=batch_size,
+        kernels={"sghmc": {"learning_rate": 0.05, "momentum": 0.9},
+                 "sgld": {"step_size": 1e-4}},
+        num_steps=10_000, burn_in=2_000, thin=100,
+        description=f"MLP {depth}x{width} ReLU on digits (n=1437 train)",
+    )

@@ -33,8 +33,10 @@ def resolve(name_or_path: str) -> Path:
         candidate = d / f"{name_or_path}.py"
         if candidate.is_file():
             return candidate
-    raise ValueError(f"unknown model {name_or_path!r}: give a name from models/ "
-                     f"({', '.join(model_names())}) or a path to a .py file defining build().")
+    raise ValueError(
+        f"unknown model {name_or_path!r}: give a name from models/ "
+        f"({', '.join(model_names())}) or a path to a .py file defining build()."
+    )
 
 
 def load_spec(name_or_path: str, **options: Any) -> ModelSpec:
@@ -49,8 +51,9 @@ def load_spec(name_or_path: str, **options: Any) -> ModelSpec:
     accepted = inspect.signature(build).parameters
     unknown = [k for k in options if k not in accepted]
     if unknown:
-        raise ValueError(f"model {path.stem!r} has no option(s) {unknown}; it accepts "
-                         f"{list(accepted)}.")
+        raise ValueError(
+            f"model {path.stem!r} has no option(s) {unknown}; it accepts {list(accepted)}."
+        )
     spec = build(**options)
     if not isinstance(spec, ModelSpec):
         raise TypeError(f"{path}: build() must return a bdl.ModelSpec; got {type(spec).__name__}.")

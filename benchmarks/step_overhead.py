@@ -22,6 +22,7 @@ counts. Run: ``python benchmarks/step_overhead.py [--steps 1000] [--repeats 5] [
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from functools import partial
@@ -35,14 +36,15 @@ from jax.flatten_util import ravel_pytree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bdl  # noqa: E402
-from _common import (  # noqa: E402
+from _common import (
     CompileCounter,
     digits_mlp,
     environment,
     loop_body_stats,
-    time_call,
+    time_interleaved,
 )
+
+import bdl
 
 TARGET_RATIO = 1.05
 TARGET_COMPILE_S = 3.0
@@ -127,123 +129,141 @@ def finite(tree: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------- main
+def first_sample_call(compiled: Any, kernel: Any, steps: int, counter: CompileCounter
+                      ) -> tuple[float, int, float]:
+    """Wall time, XLA compilations and XLA seconds of a first ``bdl.sample`` call."""
+    c0, s0 = counter.snapshot()
+    start = time.perf_counter()
+    jax.block_until_ready(bdl.sample(compiled, kernel, num_steps=steps, thin=steps,
+                                     progress=False).positions)
+    wall = time.perf_counter() - start
+    c1, s1 = counter.snapshot()
+    return wall, c1 - c0, s1 - s0
+
+
+def median_ratio(num: list[float], den: list[float]) -> float:
+    return statistics.median(a / b for a, b in zip(num, den, strict=True))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=1000, help="steps S per scan (default 1000)")
-    ap.add_argument("--repeats", type=int, default=7, help="timed repeats, median (default 7)")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="timed rounds, all candidates interleaved per round (default 5)")
     ap.add_argument("--batch-size", type=int, default=32, help="minibatch size (default 32)")
     ap.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (default 0.05)")
     ap.add_argument("--chains", action="store_true",
-                    help="also sweep bdl.sample over 1, 2, 4, 8 chains (chain-steps/s)")
+                    help="also sweep bdl.sample (sghmc) over 1, 2, 4, 8 chains: chain-steps/s")
     ap.add_argument("--hlo", action="store_true",
                     help="print the op counts of each scan's optimised HLO loop body")
     args = ap.parse_args(argv)
-    if args.steps < 2 or args.repeats < 1:
-        ap.error("--steps must be >= 2 and --repeats >= 1")
+    if args.steps < 2 or args.repeats < 1 or args.batch_size < 1:
+        ap.error("--steps must be >= 2, --repeats >= 1 and --batch-size >= 1")
     S, R = args.steps, args.repeats
-    compiles = CompileCounter.install()
+    counter = CompileCounter.install()
 
     print(f"# step_overhead: {environment()}")
     compiled = digits_mlp(batch_size=args.batch_size)
-    print(f"# digits MLP: n = {compiled.n}, d = {compiled.dim}, batch = {compiled.batch_size}, "
-          f"S = {S} steps per scan, median of {R} repeats")
+    print(f"# digits MLP 64-100-100-10: n = {compiled.n}, d = {compiled.dim}, batch = "
+          f"{compiled.batch_size}; S = {S} steps per call, {R} interleaved rounds")
     kernels = {
         "sghmc": bdl.kernels.get("sghmc", step_size=1e-3, friction=1.0),
         "sgld": bdl.kernels.get("sgld", step_size=1e-4),
     }
 
-    # ---- (a)-(c): scans under jit
+    # ---- (d) first: bdl.sample's first call is the first thing a user's session compiles
+    first = {name: first_sample_call(compiled, k, S, counter) for name, k in kernels.items()}
+
+    # ---- (a)-(c): scans under jit, compiled and warmed up
     scans = make_scans(compiled, kernels, S, args.lr)
-    per_step: dict[str, float] = {}
-    spread: dict[str, tuple[float, float]] = {}
+    fns: dict[str, Any] = {}
+    compile_s: dict[str, float] = {}
     hlo: dict[str, dict[str, Any]] = {}
     for name, (fn, carry) in scans.items():
-        lowered = fn.lower(carry)
-        exe = lowered.compile()
+        start = time.perf_counter()
+        exe = fn.lower(carry).compile()
+        compile_s[name] = time.perf_counter() - start
         if args.hlo:
             hlo[name] = loop_body_stats(exe.as_text())
-        result = jax.block_until_ready(fn(carry))  # warm-up (and jit's own compile)
-        if not finite(result):
+        if not finite(jax.block_until_ready(exe(carry))):
             print(f"# warning: {name} produced non-finite values")
-        med, times = time_call(lambda fn=fn, carry=carry: fn(carry), R)
-        per_step[name] = med / S
-        spread[name] = (min(times) / S, max(times) / S)
-
-    # ---- (d): the whole bdl.sample
-    sample_rows: dict[str, float] = {}
-    fixed: dict[str, float] = {}
-    compile_report = []
+        fns[name] = partial(exe, carry)
     for name, kernel in kernels.items():
-        run = partial(bdl.sample, compiled, kernel, num_chains=1, progress=False)
-        c0, s0 = compiles.snapshot()
-        start = time.perf_counter()
-        jax.block_until_ready(run(num_steps=S, thin=S).positions)
-        first = time.perf_counter() - start
-        c1, s1 = compiles.snapshot()
-        med, _ = time_call(lambda run=run: run(num_steps=S, thin=S).positions, R)
-        c2, _ = compiles.snapshot()
-        med1, _ = time_call(lambda run=run: run(num_steps=1, thin=1).positions, R)
-        c3, _ = compiles.snapshot()
-        sample_rows[name] = med / S
-        fixed[name] = med1
-        compile_report.append((name, first, c1 - c0, s1 - s0, med, c2 - c1, c3 - c2))
+        run = partial(bdl.sample, compiled, kernel, progress=False)
+        fns[f"sample:{name}"] = lambda run=run: run(num_steps=S, thin=S).positions
+        fns[f"sample1:{name}"] = lambda run=run: run(num_steps=1, thin=1).positions
+
+    c_before, _ = counter.snapshot()
+    times = time_interleaved(fns, R)
+    recompiles = counter.snapshot()[0] - c_before
 
     # ---- table
-    sgd, drw = per_step["sgd"], per_step["draw"]
+    sgd, drw = times["sgd"], times["draw"]
+    both = [a + b for a, b in zip(sgd, drw, strict=True)]
     print()
-    print(f"{'what':<34}{'µs/step':>10}{'min':>9}{'max':>9}{'/ sgd':>9}{'/ (sgd+draw)':>14}")
+    print(f"{'per step':<40}{'median µs':>10}{'min µs':>9}{'/ sgd':>8}{'/ (sgd+draw)':>14}"
+          f"{'compile s':>11}")
 
-    def row(label: str, sec: float, lo: float | None = None, hi: float | None = None) -> None:
-        lo_s = f"{lo * 1e6:9.1f}" if lo is not None else f"{'':9}"
-        hi_s = f"{hi * 1e6:9.1f}" if hi is not None else f"{'':9}"
-        print(f"{label:<34}{sec * 1e6:10.1f}{lo_s}{hi_s}{sec / sgd:9.2f}"
-              f"{sec / (sgd + drw):14.2f}")
+    def row(label: str, ts: list[float], per: float = S, comp: str | None = None) -> None:
+        med, lo = statistics.median(ts) / per, min(ts) / per
+        c = f"{compile_s[comp]:11.2f}" if comp else ""
+        print(f"{label:<40}{med * 1e6:10.1f}{lo * 1e6:9.1f}{median_ratio(ts, sgd):8.2f}"
+              f"{median_ratio(ts, both):14.2f}{c}")
 
-    row("(a) optax.sgd momentum step", sgd, *spread["sgd"])
-    row("(b) gaussian draw, d floats", drw, *spread["draw"])
-    row("    (a) + (b), separate scans", sgd + drw)
-    row("    (a+b) fused: hand-written SGHMC", per_step["sgd+draw"], *spread["sgd+draw"])
+    row("(a) optax.sgd momentum step", sgd, comp="sgd")
+    row("(b) gaussian draw of d floats", drw, comp="draw")
+    row("    (a) + (b), separate scans", both)
+    row("    (a+b) in one scan: hand-written SGHMC", times["sgd+draw"], comp="sgd+draw")
     for name in kernels:
-        row(f"(c) {name} kernel.step", per_step[name], *spread[name])
-        row(f"    {name} kernel.step + Info kept", per_step[f"{name}+info"],
-            *spread[f"{name}+info"])
+        row(f"(c) {name} kernel.step", times[name], comp=name)
+        row(f"    {name} kernel.step, Info kept", times[f"{name}+info"], comp=f"{name}+info")
+    marginal: dict[str, list[float]] = {}
     for name in kernels:
-        row(f"(d) bdl.sample {name}, per step", sample_rows[name])
-        marginal = (sample_rows[name] * S - fixed[name]) / (S - 1)
-        row("    marginal (minus fixed cost)", marginal)
+        full, one = times[f"sample:{name}"], times[f"sample1:{name}"]
+        marginal[name] = [(a - b) * S / (S - 1) for a, b in zip(full, one, strict=True)]
+        row(f"(d) bdl.sample {name}, whole call / S", full)
+        row("    minus the num_steps=1 call", marginal[name])
     print()
     for name in kernels:
-        ratio = per_step[name] / (sgd + drw)
+        ratio = median_ratio(times[name], both)
         verdict = "ok" if ratio <= TARGET_RATIO else "ABOVE TARGET"
-        print(f"DESIGN §8 {name}: kernel.step / (sgd + draw) = {ratio:.3f} "
-              f"(target ≤ {TARGET_RATIO}) -> {verdict}; / fused sgd+draw = "
-              f"{per_step[name] / per_step['sgd+draw']:.3f}")
-    for name, first, ncomp, scomp, med, again, again1 in compile_report:
-        verdict = "ok" if first <= TARGET_COMPILE_S else "ABOVE TARGET"
-        print(f"bdl.sample {name}: first call {first:.2f} s ({ncomp} XLA compilation(s), "
-              f"{scomp:.2f} s in the XLA backend; target ≤ {TARGET_COMPILE_S} s -> {verdict}); "
-              f"second call {med * 1e3:.1f} ms with {again} new compilation(s)"
-              f"{' (no recompile)' if again == 0 else ' (RECOMPILED)'}; num_steps=1 call "
-              f"{fixed[name] * 1e3:.2f} ms fixed cost, {again1} new compilation(s)")
+        print(f"DESIGN §8 {name}: kernel.step / (sgd + draw) = {ratio:.3f} (target ≤ "
+              f"{TARGET_RATIO}: {verdict}); bdl.sample per step / (sgd + draw) = "
+              f"{median_ratio(marginal[name], both):.3f}")
+    for name, (wall, ncomp, xla_s) in first.items():
+        verdict = "ok" if wall <= TARGET_COMPILE_S else "ABOVE TARGET"
+        one = statistics.median(times[f"sample1:{name}"])
+        full = statistics.median(times[f"sample:{name}"])
+        print(f"bdl.sample {name}: first call {wall:.2f} s incl. {S} steps ({ncomp} XLA "
+              f"compilation(s), {xla_s:.2f} s in the XLA backend; target ≤ {TARGET_COMPILE_S} s: "
+              f"{verdict}); later calls {full * 1e3:.1f} ms (num_steps={S}) and {one * 1e3:.1f} ms "
+              f"(num_steps=1, the fixed cost)")
+    print(f"XLA compilations during the {R} timed rounds (bdl.sample re-called with the same "
+          f"shapes, num_steps {S} and 1): {recompiles}"
+          f"{' (no recompile: ok)' if recompiles == 0 else ' (RECOMPILED)'}")
 
     if args.hlo:
         print()
-        print("optimised HLO of each scan's loop body (thunks = top-level ops that run per step, "
-              "fused = ops inside their fusions):")
+        print("optimised HLO of each scan's loop body: thunks = top-level ops run once per step "
+              "(each a kernel launch on CPU), fused = ops inside their fusions")
         for name, stats in hlo.items():
             ops = ", ".join(f"{k} {v}" for k, v in stats["ops"].most_common())
-            print(f"  {name:<12} thunks {stats['thunks']:>3}  fused {stats['fused']:>4}  | {ops}")
+            print(f"  {name:<12} thunks {stats['thunks']:>4}  fused {stats['fused']:>5}  | {ops}")
 
     if args.chains:
         print()
-        print("bdl.sample throughput under vmap (sghmc, second call; DESIGN: rises with chains):")
-        print(f"{'chains':>8}{'s/call':>10}{'chain-steps/s':>16}{'µs/chain-step':>16}")
-        kernel = kernels["sghmc"]
+        print("bdl.sample sghmc under vmap, second call (DESIGN §8: chain-steps/s rises with "
+              "chains):")
+        sweep = {}
         for c in (1, 2, 4, 8):
-            run = partial(bdl.sample, compiled, kernel, num_steps=S, thin=S, num_chains=c,
-                          progress=False)
+            run = partial(bdl.sample, compiled, kernels["sghmc"], num_steps=S, thin=S,
+                          num_chains=c, progress=False)
             jax.block_until_ready(run().positions)
-            med, _ = time_call(lambda run=run: run().positions, max(3, R // 2))
+            sweep[c] = lambda run=run: run().positions
+        ctimes = time_interleaved(sweep, max(3, R // 2 + 1))
+        print(f"{'chains':>8}{'s/call':>10}{'chain-steps/s':>16}{'µs/chain-step':>16}")
+        for c, ts in ctimes.items():
+            med = statistics.median(ts)
             print(f"{c:>8}{med:>10.3f}{c * S / med:>16.0f}{med / (c * S) * 1e6:>16.1f}")
 
 

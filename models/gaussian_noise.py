@@ -18,7 +18,9 @@ def build(dim: int = 20, grad_noise: float = 1.0, seed: int = 0) -> bdl.ModelSpe
     return bdl.ModelSpec(
         potential,
         kernels={"sghmc": {"step_size": 0.05, "friction": 5.0}, "sgld": {"step_size": 5e-3}},
-        num_steps=12_000, burn_in=2_000, thin=5,
+        num_steps=12_000,
+        burn_in=2_000,
+        thin=5,
         description=f"{dim}-D correlated Gaussian, N(0, {grad_noise}²) gradient noise",
         reference={"mean": np.asarray(mean), "cov": np.asarray(cov), "path": ""},
     )

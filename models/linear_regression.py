@@ -14,8 +14,13 @@ def linear(params, x):
     return x @ params["w"]
 
 
-def build(n: int = 100, dim: int = 5, noise_sd: float = 0.5, temperature: float = 1.0,
-          batch_size: int = 20) -> bdl.ModelSpec:
+def build(
+    n: int = 100,
+    dim: int = 5,
+    noise_sd: float = 0.5,
+    temperature: float = 1.0,
+    batch_size: int = 20,
+) -> bdl.ModelSpec:
     data = linear_regression(n=n, dim=dim, noise_sd=noise_sd, seed=0)
     mean, cov = linear_regression_posterior(data.x_train, data.y_train, noise_sd, prior_sd=1.0)
     model = bdl.Model(
@@ -27,9 +32,13 @@ def build(n: int = 100, dim: int = 5, noise_sd: float = 0.5, temperature: float 
         name="linear_regression",
     )
     return bdl.ModelSpec(
-        model, data, batch_size=batch_size,
+        model,
+        data,
+        batch_size=batch_size,
         kernels={"sgld": {"step_size": 2e-4}, "sghmc": {"step_size": 5e-3, "friction": 20.0}},
-        num_steps=20_000, burn_in=2_000, thin=5,
+        num_steps=20_000,
+        burn_in=2_000,
+        thin=5,
         description="conjugate linear regression (closed-form posterior)",
         reference={"mean": mean, "cov": temperature * cov, "path": "net/w"},
     )

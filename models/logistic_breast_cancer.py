@@ -21,9 +21,12 @@ def build(temperature: float = 1.0, batch_size: int = 64) -> bdl.ModelSpec:
         name="logistic_breast_cancer",
     )
     return bdl.ModelSpec(
-        model, data, batch_size=batch_size,
-        kernels={"sghmc": {"learning_rate": 0.02, "momentum": 0.9},
-                 "sgld": {"step_size": 2e-4}},
-        num_steps=6_000, burn_in=1_000, thin=10,
+        model,
+        data,
+        batch_size=batch_size,
+        kernels={"sghmc": {"learning_rate": 0.02, "momentum": 0.9}, "sgld": {"step_size": 2e-4}},
+        num_steps=6_000,
+        burn_in=1_000,
+        thin=10,
         description="logistic regression, breast cancer (n=455 train, d=31)",
     )

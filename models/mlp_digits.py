@@ -17,8 +17,9 @@ class MLP(nn.Module):
         return nn.Dense(self.classes)(x)
 
 
-def build(width: int = 100, depth: int = 2, temperature: float = 1.0,
-          batch_size: int = 32) -> bdl.ModelSpec:
+def build(
+    width: int = 100, depth: int = 2, temperature: float = 1.0, batch_size: int = 32
+) -> bdl.ModelSpec:
     data = digits()
     model = bdl.Model(
         network=MLP(hidden=(width,) * depth),
@@ -28,9 +29,12 @@ def build(width: int = 100, depth: int = 2, temperature: float = 1.0,
         name="mlp_digits",
     )
     return bdl.ModelSpec(
-        model, data, batch_size=batch_size,
-        kernels={"sghmc": {"learning_rate": 0.05, "momentum": 0.9},
-                 "sgld": {"step_size": 1e-4}},
-        num_steps=10_000, burn_in=2_000, thin=100,
+        model,
+        data,
+        batch_size=batch_size,
+        kernels={"sghmc": {"learning_rate": 0.05, "momentum": 0.9}, "sgld": {"step_size": 1e-4}},
+        num_steps=10_000,
+        burn_in=2_000,
+        thin=100,
         description=f"MLP {depth}x{width} ReLU on digits (n=1437 train)",
     )

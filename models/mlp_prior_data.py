@@ -35,8 +35,12 @@ def build(depth: int = 2, temperature: float = 1.0, n_test: int = 10_000) -> bdl
         name=f"mlp_prior_data_depth{depth}",
     )
     return bdl.ModelSpec(
-        model, data, batch_size=100,
+        model,
+        data,
+        batch_size=100,
         kernels={"sghmc": {"step_size": 0.02, "friction": 5.0}, "sgld": {"step_size": 5e-4}},
-        num_steps=20_000, burn_in=5_000, thin=20,
+        num_steps=20_000,
+        burn_in=5_000,
+        thin=20,
         description=f"depth-{depth} MLP on prior-drawn data (n=100)",
     )

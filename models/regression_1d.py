@@ -26,8 +26,12 @@ def build(width: int = 50, temperature: float = 1.0) -> bdl.ModelSpec:
         name="regression_1d",
     )
     return bdl.ModelSpec(
-        model, data, batch_size=20,
+        model,
+        data,
+        batch_size=20,
         kernels={"sghmc": {"step_size": 2e-3, "friction": 20.0}, "sgld": {"step_size": 1e-5}},
-        num_steps=20_000, burn_in=5_000, thin=50,
+        num_steps=20_000,
+        burn_in=5_000,
+        thin=50,
         description="1-D regression with a gap (tanh MLP, 2x50)",
     )

@@ -19,6 +19,8 @@ def build(temperature: float = 1.0) -> bdl.ModelSpec:
     return bdl.ModelSpec(
         potential,
         kernels={"sgld": {"step_size": 5e-3}, "sghmc": {"step_size": 5e-2, "friction": 2.0}},
-        num_steps=20_000, burn_in=1_000, thin=5,
+        num_steps=20_000,
+        burn_in=1_000,
+        thin=5,
         description="two-mode 2-D mixture (sharp and flat modes)",
     )

@@ -88,7 +88,8 @@ def test_equinox_forward_is_vmapped_over_examples():
     compiled = _compile(module)
     got = eqx.filter_jit(compiled.forward)(compiled.initial_position, jnp.asarray(X))
     assert got.shape == (N, 1)
-    np.testing.assert_allclose(got, eqx.filter_jit(jax.vmap(module))(jnp.asarray(X)), rtol=1e-6, atol=1e-6)
+    want = eqx.filter_jit(jax.vmap(module))(jnp.asarray(X))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     _check_energy_and_grad(compiled)
 
 
@@ -97,7 +98,8 @@ def test_plain_function_forward_matches_function():
     params = function_params(jax.random.key(3))
     compiled = _compile(function_mlp, params=params)
     got = eqx.filter_jit(compiled.forward)(compiled.initial_position, jnp.asarray(X))
-    np.testing.assert_allclose(got, jax.jit(function_mlp)(params, jnp.asarray(X)), rtol=1e-6, atol=1e-6)
+    want = jax.jit(function_mlp)(params, jnp.asarray(X))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     _check_energy_and_grad(compiled)
 
 

@@ -215,7 +215,7 @@ class CompiledModel(Target):
         infos, priors = self.leaf_infos, self.leaf_priors
         lik_priors = self.likelihood.param_priors
         keys = jax.random.split(key, len(infos) + len(lik_priors))
-        net = [p.sample(k, i) for k, p, i in zip(keys, priors, infos, strict=True)]
+        net = [p.sample(k, i) for k, p, i in zip(keys[: len(infos)], priors, infos, strict=True)]
         # learned likelihood parameters (e.g. the Gaussian σ) are drawn from their priors too
         lik = {name: prior.sample(k) for k, (name, prior)
                in zip(keys[len(infos):], lik_priors.items(), strict=True)}

@@ -5,7 +5,8 @@ Source: TensorFlow Datasets, https://www.tensorflow.org/datasets (catalog entrie
 ``cifar100`` [Krizhevsky 2009, "Learning Multiple Layers of Features from Tiny Images"]).
 
 Reading never downloads anything. A dataset prepared in the ``array_record`` file format is read
-with ``tfds.data_source`` (random access; needs neither TensorFlow nor a network). A dataset
+through TFDS's random-access data source (``builder.as_data_source``, what ``tfds.data_source``
+uses; needs neither TensorFlow nor a network; images are PNG-decoded by Pillow). A dataset
 prepared in TFDS's default ``tfrecord`` format is read with ``tfds.load(..., batch_size=-1)`` and
 ``tfds.as_numpy``, which needs TensorFlow installed. A dataset that is not prepared raises
 :class:`DatasetNotPreparedError`, whose message says how to prepare it.
@@ -170,7 +171,11 @@ def _missing_files(info: Any, splits: list[str]) -> list[str]:
 
 
 def _read_splits(
-    builder: Any, data_dir: str | None, splits: list[str], image_shape: tuple[int, ...]
+    name: str,
+    builder: Any,
+    data_dir: str | None,
+    splits: list[str],
+    image_shape: tuple[int, ...],
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Reads whole splits: random access if the file format allows it, else through TensorFlow."""
     from tensorflow_datasets.core import file_adapters
@@ -182,7 +187,7 @@ def _read_splits(
             for split in splits
         }
     if _tensorflow_available():
-        return _read_with_tensorflow(builder.name, data_dir, splits)
+        return _read_with_tensorflow(name, data_dir, splits)
     raise DatasetFormatError(
         f"TFDS dataset {builder.name!r} in {os.fspath(builder.data_dir)!r} is stored in the "
         f"{file_format.value!r} format, which needs TensorFlow to read. Either "
@@ -208,6 +213,10 @@ def load_tfds(
 ) -> Dataset:
     """Loads the ``train`` and ``test`` splits of a prepared TFDS image dataset into memory.
 
+    Under ``tfds.testing.mock_data`` the dataset's metadata (``dataset_info.json`` and
+    ``features.json``) must exist in the mock's ``data_dir`` (TFDS's ``MockPolicy.USE_FILES``),
+    since an unprepared dataset is refused before any reading; the examples themselves are faked.
+
     Args:
         name: TFDS name, e.g. ``"mnist"`` (optionally ``"name:version"``).
         data_dir: TFDS data directory; defaults to ``$TFDS_DATA_DIR`` or ``~/tensorflow_datasets``.
@@ -218,10 +227,6 @@ def load_tfds(
 
     Returns:
         A :class:`Dataset` with images of ``dtype``, ``int32`` labels in ``[0, num_classes)``.
-
-    Under ``tfds.testing.mock_data`` the dataset's metadata (``dataset_info.json`` and
-    ``features.json``) must exist in the mock's ``data_dir`` (TFDS's ``MockPolicy.USE_FILES``),
-    since an unprepared dataset is refused before any reading; the examples themselves are faked.
 
     Raises:
         DatasetNotPreparedError: the dataset is absent from the data directory, or its data files
@@ -239,7 +244,7 @@ def load_tfds(
     image_shape = tuple(info.features["image"].shape)
     num_classes = int(info.features["label"].num_classes)
     try:
-        arrays = _read_splits(builder, explicit_dir, splits, image_shape)
+        arrays = _read_splits(name, builder, explicit_dir, splits, image_shape)
     except DatasetFormatError:
         raise
     except Exception:
@@ -252,6 +257,7 @@ def load_tfds(
     x_train_u8, y_train = arrays["train"]
     if normalize:
         mean, std = channel_statistics(x_train_u8)
+        std = np.where(std > 0, std, 1.0)  # a constant channel is only centred
     else:
         mean, std = np.zeros(image_shape[-1]), np.ones(image_shape[-1])
     scale = np.asarray(1.0 / (255.0 * std), dtype=dtype)

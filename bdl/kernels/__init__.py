@@ -8,10 +8,15 @@ from bdl.kernels.registry import get, names, register
 from bdl.kernels.sghmc import SGHMC
 from bdl.kernels.sgld import SGLD
 
-register("sgld", SGLD, "SGLD (Welling & Teh 2011): D = I, Q = 0, Euler–Maruyama",
-         {"step_size": 1e-3})
-register("sghmc", SGHMC, "SGHMC (Chen et al. 2014): D = diag(0, C), symplectic Euler",
-         {"step_size": 1e-2, "friction": 1.0})
+register(
+    "sgld", SGLD, "SGLD (Welling & Teh 2011): D = I, Q = 0, Euler–Maruyama", {"step_size": 1e-3}
+)
+register(
+    "sghmc",
+    SGHMC,
+    "SGHMC (Chen et al. 2014): D = diag(0, C), symplectic Euler",
+    {"step_size": 1e-2, "friction": 1.0},
+)
 
 __all__ = [
     "SGHMC",

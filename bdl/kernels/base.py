@@ -89,8 +89,10 @@ def as_schedule(value: float | Schedule, name: str = "step_size") -> Schedule:
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a positive float or a schedule step -> value; "
-                        f"got {type(value).__name__}.") from None
+        raise TypeError(
+            f"{name} must be a positive float or a schedule step -> value; "
+            f"got {type(value).__name__}."
+        ) from None
     if not v > 0:
         raise ValueError(f"{name} must be > 0; got {value}.")
     return lambda step: jnp.asarray(v, jnp.float32)

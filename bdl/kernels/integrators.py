@@ -78,10 +78,12 @@ def symplectic_euler(
     scale = noise_scale(recipe, z, ctx, temperature, h)
     noise = _noise(key, z, tuple(sorted(scale)))
     z = _update(z, aux, h, drift(recipe, z, ctx, temperature, aux), scale, noise)
-    theta_scale = {k: v for k, v in noise_scale(recipe, z, ctx, temperature, h).items()
-                   if k == "theta"}
-    return _update(z, ("theta",), h, drift(recipe, z, ctx, temperature, ("theta",)),
-                   theta_scale, noise)
+    theta_scale = {
+        k: v for k, v in noise_scale(recipe, z, ctx, temperature, h).items() if k == "theta"
+    }
+    return _update(
+        z, ("theta",), h, drift(recipe, z, ctx, temperature, ("theta",)), theta_scale, noise
+    )
 
 
 INTEGRATORS: dict[str, Integrator] = {

@@ -79,8 +79,9 @@ def _leafwise(fn: Any, *trees: Any) -> Any:
 
 
 def _is_scalar(x: Any) -> bool:
-    return isinstance(x, int | float) or (hasattr(x, "shape") and x.shape == () and
-                                          not isinstance(x, dict | list | tuple))
+    return isinstance(x, int | float) or (
+        hasattr(x, "shape") and x.shape == () and not isinstance(x, dict | list | tuple)
+    )
 
 
 def _tree_total(tree: Any) -> jax.Array:

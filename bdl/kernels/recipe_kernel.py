@@ -37,8 +37,9 @@ class RecipeKernel(Kernel):
         elif not self.has_alternative_step_size():
             raise ValueError(f"{self.name}: step_size is required (a float > 0 or a schedule).")
         if self.integrator not in INTEGRATORS:
-            raise ValueError(f"integrator must be one of {sorted(INTEGRATORS)}; got "
-                             f"{self.integrator!r}.")
+            raise ValueError(
+                f"integrator must be one of {sorted(INTEGRATORS)}; got {self.integrator!r}."
+            )
 
     def has_alternative_step_size(self) -> bool:
         """Whether the step size is derived from other hyper-parameters at :meth:`bind`."""
@@ -57,8 +58,10 @@ class RecipeKernel(Kernel):
 
     def step_size_at(self, step: jax.Array) -> jax.Array:
         if self.step_size is None:
-            raise ValueError(f"{self.name}: the step size is set when the kernel is bound to a "
-                             "target; call kernel.bind(compiled) first (bdl.sample does).")
+            raise ValueError(
+                f"{self.name}: the step size is set when the kernel is bound to a "
+                "target; call kernel.bind(compiled) first (bdl.sample does)."
+            )
         return as_schedule(self.step_size)(step)
 
     def step(

@@ -45,6 +45,7 @@ def _entry(name: str) -> tuple[Callable[..., Kernel], str, dict[str, Any]]:
     if not isinstance(name, str) or name not in _REGISTRY:
         close = difflib.get_close_matches(str(name), names(), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"unknown kernel name {name!r}.{hint} Registered kernels: "
-                         f"{', '.join(names())}.")
+        raise ValueError(
+            f"unknown kernel name {name!r}.{hint} Registered kernels: {', '.join(names())}."
+        )
     return _REGISTRY[name]

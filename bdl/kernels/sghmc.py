@@ -37,8 +37,10 @@ class HamiltonianRecipe(Recipe):
     def kinetic(self, z: dict[str, PyTree]) -> jax.Array:
         if isinstance(self.mass, int | float):
             return 0.5 * sum(jnp.sum(r * r) for r in jax.tree.leaves(z["r"])) / self.mass
-        return 0.5 * sum(jnp.sum(r * r / m) for r, m in
-                         zip(jax.tree.leaves(z["r"]), jax.tree.leaves(self.mass), strict=True))
+        return 0.5 * sum(
+            jnp.sum(r * r / m)
+            for r, m in zip(jax.tree.leaves(z["r"]), jax.tree.leaves(self.mass), strict=True)
+        )
 
     def diffusion(self, z: dict[str, PyTree], ctx: Context) -> Blocks:
         return {("r", "r"): self.friction}
@@ -73,13 +75,16 @@ class SGHMC(RecipeKernel):
     def __check_init__(self) -> None:
         if self.learning_rate is not None:
             if self.step_size is not None:
-                raise ValueError("sghmc: give either step_size (with friction) or learning_rate "
-                                 "(with momentum), not both.")
+                raise ValueError(
+                    "sghmc: give either step_size (with friction) or learning_rate "
+                    "(with momentum), not both."
+                )
             if not self.learning_rate > 0:
                 raise ValueError(f"sghmc: learning_rate must be > 0; got {self.learning_rate}.")
             if self.momentum is None or not 0 <= self.momentum < 1:
-                raise ValueError(f"sghmc: momentum must be in [0, 1) with learning_rate; got "
-                                 f"{self.momentum}.")
+                raise ValueError(
+                    f"sghmc: momentum must be in [0, 1) with learning_rate; got {self.momentum}."
+                )
         if isinstance(self.friction, int | float) and not self.friction > 0:
             raise ValueError(f"sghmc: friction must be > 0; got {self.friction}.")
         if isinstance(self.mass, int | float) and not self.mass > 0:
@@ -96,8 +101,13 @@ class SGHMC(RecipeKernel):
         n = target.n
         h = math.sqrt(self.learning_rate / n)
         c = (1.0 - self.momentum) * math.sqrt(n / self.learning_rate)
-        return SGHMC(step_size=h, friction=c, mass=self.mass, init_momentum=self.init_momentum,
-                     integrator=self.integrator)
+        return SGHMC(
+            step_size=h,
+            friction=c,
+            mass=self.mass,
+            init_momentum=self.init_momentum,
+            integrator=self.integrator,
+        )
 
     def recipe(self) -> Recipe:
         return HamiltonianRecipe(mass=self.mass, friction=self.friction)

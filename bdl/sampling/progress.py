@@ -24,8 +24,9 @@ class Progress:
         elapsed = max(now - self.start, 1e-9)
         rate = done / elapsed
         eta = (self.total - done) / rate if rate > 0 else float("inf")
-        sys.stderr.write(f"\r{self.label}: {done}/{self.total} steps  {rate:,.0f} steps/s  "
-                         f"ETA {eta:,.0f} s   ")
+        sys.stderr.write(
+            f"\r{self.label}: {done}/{self.total} steps  {rate:,.0f} steps/s  ETA {eta:,.0f} s   "
+        )
         sys.stderr.flush()
 
     def close(self, done: int) -> None:

@@ -46,12 +46,16 @@ def check_run(num_steps: Any, burn_in: Any, thin: Any, num_chains: Any) -> int:
     thin = _positive_int("thin", thin, 1)
     _positive_int("num_chains", num_chains, 1)
     if burn_in >= num_steps:
-        raise ValueError(f"burn_in ({burn_in}) must be smaller than num_steps ({num_steps}): "
-                         "nothing would be collected.")
+        raise ValueError(
+            f"burn_in ({burn_in}) must be smaller than num_steps ({num_steps}): "
+            "nothing would be collected."
+        )
     draws = (num_steps - burn_in) // thin
     if draws == 0:
-        raise ValueError(f"thin ({thin}) is larger than num_steps - burn_in "
-                         f"({num_steps - burn_in}): nothing would be collected.")
+        raise ValueError(
+            f"thin ({thin}) is larger than num_steps - burn_in "
+            f"({num_steps - burn_in}): nothing would be collected."
+        )
     return draws
 
 
@@ -85,11 +89,14 @@ def sample(
         and returns what was collected, with ``interrupted=True``.
     """
     if not isinstance(target, Target):
-        raise TypeError(f"sample() needs a compiled target from bdl.compile(...); got "
-                        f"{type(target).__name__}.")
+        raise TypeError(
+            f"sample() needs a compiled target from bdl.compile(...); got {type(target).__name__}."
+        )
     if not isinstance(kernel, Kernel):
-        raise TypeError("sample(kernel=...) must be a bdl kernel, e.g. "
-                        f"bdl.kernels.get('sghmc', step_size=1e-3); got {type(kernel).__name__}.")
+        raise TypeError(
+            "sample(kernel=...) must be a bdl kernel, e.g. "
+            f"bdl.kernels.get('sghmc', step_size=1e-3); got {type(kernel).__name__}."
+        )
     num_draws = check_run(num_steps, burn_in, thin, num_chains)
     kernel = kernel.bind(target)
     progress = sys.stderr.isatty() if progress is None else progress
@@ -102,10 +109,17 @@ def sample(
     chain_keys = jax.random.split(k_run, num_chains)
     carry = (states, streams)
 
-    draw_bytes = 4 * num_chains * sum(int(np.size(x)) for x in
-                                      jax.tree.leaves(jax.eval_shape(
-                                          jax.vmap(kernel.collect), states)))
-    chunk = int(max(1, min(num_draws, _MAX_CHUNK_DRAWS, _CHUNK_BYTES // max(draw_bytes, 1))))
+    draw_bytes = (
+        4
+        * num_chains
+        * sum(
+            int(np.size(x))
+            for x in jax.tree.leaves(jax.eval_shape(jax.vmap(kernel.collect), states))
+        )
+    )
+    # the buffer length is static: a power of two, so runs of similar length share a compilation
+    cap = max(1, min(_MAX_CHUNK_DRAWS, _CHUNK_BYTES // max(draw_bytes, 1)))
+    chunk = int(min(cap, 1 << (num_draws - 1).bit_length()))
 
     collected: list[tuple[Any, Any, np.ndarray, np.ndarray]] = []
     meter = Progress(num_steps, progress, label=kernel.name)
@@ -129,8 +143,10 @@ def sample(
             meter.update(t)
     except KeyboardInterrupt:
         interrupted = True
-        warnings.warn(f"sampling interrupted after {t} steps; returning the draws collected so "
-                      "far.", stacklevel=2)
+        warnings.warn(
+            f"sampling interrupted after {t} steps; returning the draws collected so far.",
+            stacklevel=2,
+        )
     finally:
         meter.close(t)
     return _assemble(collected, kernel, t, interrupted, positions, states)
@@ -157,6 +173,7 @@ def _run_chunk(
     ``t0``, ``num_draws`` and ``steps_per_draw`` are traced, so burn-in and sampling chunks of
     any length share one compilation; ``buffer_size`` fixes the output shape.
     """
+
     def one_step(t: jax.Array, carry: Any) -> tuple[Any, Info]:
         states, streams = carry
 
@@ -201,13 +218,17 @@ def _run_chunk(
 
 
 def _assemble(
-    collected: list, kernel: Kernel, steps_done: int, interrupted: bool, positions: Any,
+    collected: list,
+    kernel: Kernel,
+    steps_done: int,
+    interrupted: bool,
+    positions: Any,
     states: Any,
 ) -> Samples:
     if collected:
         records, infos, mask, steps = (
-            jax.tree.map(lambda *a: np.concatenate(a, axis=0), *parts) for parts in zip(*collected,
-                                                                                      strict=True)
+            jax.tree.map(lambda *a: np.concatenate(a, axis=0), *parts)
+            for parts in zip(*collected, strict=True)
         )
     else:
         shape = jax.eval_shape(jax.vmap(kernel.collect), states)
@@ -216,8 +237,11 @@ def _assemble(
     keep = np.asarray(mask, bool)
     # buffers are (draw, chain, ...); Samples are (chain, draw, ...)
     records = jax.tree.map(lambda a: np.swapaxes(np.asarray(a)[keep], 0, 1), records)
-    info = ({} if not collected else
-            {k: np.swapaxes(np.asarray(v)[keep], 0, 1) for k, v in infos._asdict().items()})
+    info = (
+        {}
+        if not collected
+        else {k: np.swapaxes(np.asarray(v)[keep], 0, 1) for k, v in infos._asdict().items()}
+    )
     extra = {k: v for k, v in records.items() if k != "position"}
     return Samples(
         positions=records["position"],

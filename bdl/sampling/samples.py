@@ -52,16 +52,20 @@ class Samples:
         """An ArviZ ``InferenceData`` (posterior named by parameter path, sample_stats)."""
         import arviz as az
 
-        posterior = dict(zip(leaf_paths(self.positions), jax.tree.leaves(self.positions),
-                             strict=True))
+        posterior = dict(
+            zip(leaf_paths(self.positions), jax.tree.leaves(self.positions), strict=True)
+        )
         for name, tree in self.extra.items():
             for path, leaf in zip(leaf_paths(tree), jax.tree.leaves(tree), strict=True):
                 posterior[f"{name}/{path}"] = leaf
         stats = {k: np.asarray(v) for k, v in self.info.items()}
-        return az.from_dict(posterior={k: np.asarray(v) for k, v in posterior.items()},
-                            sample_stats=stats)
+        return az.from_dict(
+            posterior={k: np.asarray(v) for k, v in posterior.items()}, sample_stats=stats
+        )
 
     def __repr__(self) -> str:
         state = ", interrupted" if self.interrupted else ""
-        return (f"Samples(kernel={self.kernel!r}, chains={self.num_chains}, "
-                f"draws={self.num_draws}, steps_done={self.steps_done}{state})")
+        return (
+            f"Samples(kernel={self.kernel!r}, chains={self.num_chains}, "
+            f"draws={self.num_draws}, steps_done={self.steps_done}{state})"
+        )

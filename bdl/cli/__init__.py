@@ -1,0 +1,1 @@
+"""The ``bdl`` command line."""

@@ -1,0 +1,31 @@
+"""Entry point of the ``bdl`` console script."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bdl.cli import demo, kernels_cmd, sample_cmd
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bdl", description="Bayesian deep learning with stochastic-gradient MCMC."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in (demo, sample_cmd, kernels_cmd):
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        print(f"bdl {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

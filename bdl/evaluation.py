@@ -1,0 +1,26 @@
+"""Held-out predictive summaries of a set of posterior draws (BMA accuracy, NLL, RMSE)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from bdl.compile.compiled_model import CompiledModel
+
+
+def test_metrics(compiled: CompiledModel, positions: Any) -> dict[str, float]:
+    """BMA metrics on the compiled model's test split; ``positions`` has one leading sample axis.
+
+    Classification: accuracy of the averaged class probabilities and the mean negative log of the
+    BMA predictive. Regression: RMSE of the predictive mean and the BMA NLL.
+    """
+    if compiled.x_test is None:
+        raise ValueError(f"{compiled.name} has no test split to evaluate on.")
+    x, y = compiled.x_test, compiled.y_test
+    mean = compiled.predict(positions, x)
+    nll = float(-jnp.mean(compiled.log_predictive(positions, x, y)))
+    if compiled.likelihood.task == "classification":
+        return {"accuracy": float(jnp.mean(jnp.argmax(mean, -1) == y)), "nll": nll}
+    mean = mean.reshape(y.shape)
+    return {"rmse": float(jnp.sqrt(jnp.mean((mean - y) ** 2))), "nll": nll}

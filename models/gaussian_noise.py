@@ -1,4 +1,4 @@
-"""A correlated Gaussian with injected unit gradient noise (Gong et al. 2019, Sec. 5.1 test task)."""
+"""A correlated Gaussian with injected unit gradient noise (Gong et al. 2019, Sec. 5.1)."""
 
 import jax.numpy as jnp
 import numpy as np

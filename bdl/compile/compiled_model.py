@@ -151,7 +151,7 @@ class CompiledModel(Target):
 
     # ---------------------------------------------------------------- temperature
     def temperature(self, step: jax.Array) -> jax.Array:
-        return jnp.asarray(self.temperature_schedule(step), jnp.float32)
+        return jnp.asarray(self.temperature_schedule(step))
 
     def constant_temperature(self) -> float | None:
         t = self.model.temperature

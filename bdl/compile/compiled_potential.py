@@ -51,7 +51,7 @@ class CompiledPotential(Target):
         return jax.random.fold_in(stream, step), stream
 
     def temperature(self, step: jax.Array) -> jax.Array:
-        return jnp.asarray(self.temperature_schedule(step), jnp.float32)
+        return jnp.asarray(self.temperature_schedule(step))
 
     def constant_temperature(self) -> float | None:
         t = self.potential.temperature

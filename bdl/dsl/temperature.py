@@ -38,7 +38,7 @@ def as_schedule(temperature: TemperatureLike) -> Callable[[jax.Array], jax.Array
     if callable(temperature):
         return temperature
     value = float(temperature)
-    return lambda step: jnp.asarray(value, jnp.float32)
+    return lambda step: jnp.asarray(value)
 
 
 def linear_ramp(start: float, end: float, num_steps: int) -> Callable[[jax.Array], jax.Array]:
@@ -52,7 +52,7 @@ def linear_ramp(start: float, end: float, num_steps: int) -> Callable[[jax.Array
         raise ValueError(f"linear_ramp(num_steps=...) must be > 0; got {num_steps}.")
 
     def schedule(step: jax.Array) -> jax.Array:
-        frac = jnp.clip(jnp.asarray(step, jnp.float32) / num_steps, 0.0, 1.0)
+        frac = jnp.clip(jnp.asarray(step) * 1.0 / num_steps, 0.0, 1.0)
         return start + (end - start) * frac
 
     return schedule

@@ -75,6 +75,20 @@ class Kernel(eqx.Module):
         """Whether the state after step t is a sample (cyclical kernels skip exploration)."""
         return jnp.asarray(True)
 
+    def recipe_at(self, state: Any) -> Any:
+        """The recipe (g, D, Q) the next step discretises, given the current state.
+
+        Kernels that adapt a preconditioner from the gradient history return a state-dependent
+        recipe; the checker detects when a step changes it. ``None``: no recipe is declared
+        (the checker then reports the kernel as unverifiable).
+        """
+        return None
+
+    def augment_energy(self, energy_fn: Any) -> Any:
+        """U over the recipe's θ group given U over the model's θ (identity; Entropy-MCMC
+        returns the joint energy of θ and its guide)."""
+        return energy_fn
+
     def position(self, state: Any) -> PyTree:
         return state.z["theta"]
 
@@ -95,7 +109,7 @@ def as_schedule(value: float | Schedule, name: str = "step_size") -> Schedule:
         ) from None
     if not v > 0:
         raise ValueError(f"{name} must be > 0; got {value}.")
-    return lambda step: jnp.asarray(v, jnp.float32)
+    return lambda step: jnp.asarray(v)
 
 
 def tree_norm(tree: PyTree) -> jax.Array:

@@ -67,6 +67,18 @@ class Recipe(eqx.Module):
         """Whether D or Q depend on z or U; when ``False``, Γ = 0 and costs nothing."""
         return True
 
+    def kinetic_grad(self, z: dict[str, PyTree]) -> dict[str, PyTree]:
+        """∇g over every group, by autodiff of :meth:`kinetic`.
+
+        A kernel whose dynamics use a learned field in place of ∇g overrides this; the checker
+        then tests whether that field is a gradient at all.
+        """
+        return jax.grad(self.kinetic)(z)
+
+    def gamma(self, z: dict[str, PyTree], ctx: Context) -> dict[str, PyTree]:
+        """The correction Γ the dynamics use: :func:`correction`, derived by autodiff."""
+        return correction(self, z, ctx)
+
 
 # ---------------------------------------------------------------------------- block algebra
 def _leafwise(fn: Any, *trees: Any) -> Any:
@@ -119,7 +131,7 @@ def _combined(recipe: Recipe, z: dict[str, PyTree], ctx: Context) -> Blocks:
 
 
 def _as_array(block: Any) -> Any:
-    return jnp.asarray(block, jnp.float32) if isinstance(block, int | float) else block
+    return jnp.asarray(block) if isinstance(block, int | float) else block
 
 
 # ---------------------------------------------------------------------------- derived terms
@@ -164,7 +176,7 @@ def _column_divergence(d_block: Any, row: GroupKind, col: GroupKind) -> Any:
 
 def hamiltonian_grad(recipe: Recipe, z: dict[str, PyTree], ctx: Context) -> dict[str, PyTree]:
     """∇H = (∇U + ∇_θ g, ∇_r g, …) with ∇g by autodiff and ∇U from the context."""
-    grad_g = jax.grad(recipe.kinetic)(z)
+    grad_g = recipe.kinetic_grad(z)
     out = dict(grad_g)
     out["theta"] = jax.tree.map(jnp.add, ctx.grad, grad_g["theta"])
     return out
@@ -182,7 +194,7 @@ def drift(
     groups = tuple(kinds) if groups is None else groups
     grad_h = hamiltonian_grad(recipe, z, ctx)
     blocks = _combined(recipe, z, ctx)
-    gamma = correction(recipe, z, ctx)
+    gamma = recipe.gamma(z, ctx)
     out = {}
     for row in groups:
         acc = None

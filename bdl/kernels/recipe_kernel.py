@@ -49,6 +49,9 @@ class RecipeKernel(Kernel):
     def recipe(self) -> Recipe:
         """The (g, D, Q) this kernel discretises."""
 
+    def recipe_at(self, state: RecipeState) -> Recipe:
+        return self.recipe()
+
     def init_aux(self, position: PyTree, key: jax.Array) -> dict[str, PyTree]:
         """Initial auxiliary groups (none for first-order kernels)."""
         return {}
@@ -72,7 +75,7 @@ class RecipeKernel(Kernel):
         step_size: jax.Array,
         temperature: jax.Array,
     ) -> tuple[RecipeState, Info]:
-        recipe = self.recipe()
+        recipe = self.recipe_at(state)
         energy, grad = energy_and_grad(state.z["theta"])
         ctx = Context(energy, grad)
         z = INTEGRATORS[self.integrator](recipe, state.z, ctx, step_size, temperature, key)

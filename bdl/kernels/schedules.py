@@ -21,7 +21,7 @@ Schedule = Callable[[jax.Array], jax.Array]
 def constant(value: float) -> Schedule:
     if not value > 0:
         raise ValueError(f"constant(value=...) must be > 0; got {value}.")
-    return lambda step: jnp.asarray(value, jnp.float32)
+    return lambda step: jnp.asarray(value)
 
 
 def polynomial_decay(init: float, end: float, power: float, num_steps: int) -> Schedule:
@@ -39,7 +39,7 @@ def cyclical_cosine(init: float, cycle_length: int) -> Schedule:
         raise ValueError(f"cyclical_cosine(cycle_length=...) must be > 0; got {cycle_length}.")
 
     def schedule(step: jax.Array) -> jax.Array:
-        phase = jnp.mod(jnp.asarray(step, jnp.float32), cycle_length) / cycle_length
+        phase = jnp.mod(jnp.asarray(step) * 1.0, cycle_length) / cycle_length
         return init / 2.0 * (jnp.cos(jnp.pi * phase) + 1.0)
 
     return schedule

@@ -23,7 +23,8 @@ EPS32 = float(np.finfo(np.float32).eps)
 class MLP(nn.Module):
     @nn.compact
     def __call__(self, x):
-        return nn.Dense(K)(jnp.tanh(nn.Dense(5)(x)))
+        h = jnp.tanh(nn.Dense(5)(x))  # Dense_0
+        return nn.Dense(K)(h)  # Dense_1
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +35,15 @@ def clf():
 
 
 @pytest.fixture(scope="module")
-def position(clf):
-    """A non-trivial position: one prior draw."""
-    pos = eqx.filter_jit(clf.init_positions)(jax.random.key(1), 1, "prior")
-    return jax.tree.map(lambda a: a[0], pos)
+def three_positions(clf):
+    """Three prior draws (a stack of positions with a leading sample axis)."""
+    return eqx.filter_jit(clf.init_positions)(jax.random.key(4), 3, "prior")
+
+
+@pytest.fixture(scope="module")
+def position(three_positions):
+    """A non-trivial position: the first prior draw."""
+    return jax.tree.map(lambda a: a[0], three_positions)
 
 
 def _np_logits(position, x):
@@ -174,18 +180,13 @@ def test_potential_fn_needs_explicit_temperature_for_schedule():
 
 
 def test_potential_fn_uses_model_temperature_and_rejects_cold_zero():
-    """Model(temperature=0.5): potential_fn() = U/0.5; Model(temperature=0): potential_fn() raises."""
+    """Model(temperature=0.5): potential_fn() = U/0.5; at temperature=0 potential_fn() raises."""
     compiled = _plain_linear(0.5)
     pos = compiled.initial_position
     np.testing.assert_allclose(jax.jit(compiled.potential_fn())(pos),
                                eqx.filter_jit(compiled.energy)(pos) / 0.5, rtol=1e-6)
     with pytest.raises(ValueError, match="T > 0"):
         _plain_linear(0.0).potential_fn()
-
-
-@pytest.fixture(scope="module")
-def three_positions(clf):
-    return eqx.filter_jit(clf.init_positions)(jax.random.key(4), 3, "prior")
 
 
 def test_predict_is_bma_of_class_probabilities(clf, three_positions):
@@ -211,12 +212,17 @@ def test_log_predictive_is_logsumexp_minus_log_k(clf, three_positions):
 def test_regression_predict_has_the_targets_shape():
     """A Dense(1) regressor on (n,) targets predicts shape (n,): the BMA of f(x)[:, 0]."""
     y = RNG.normal(size=N).astype(np.float32)
-    compiled = bdl.compile(bdl.Model(nn.Dense(1), bdl.Gaussian(0.5)), (X, y))
-    positions = eqx.filter_jit(compiled.init_positions)(jax.random.key(5), 2, "prior")
-    got = eqx.filter_jit(compiled.predict)(positions, jnp.asarray(X))
+    w = RNG.normal(size=(2, D, 1)).astype(np.float32)  # two positions of a (D, 1) weight
+
+    def dense1(p, x):
+        return x @ p["w"]
+
+    model = bdl.Model(dense1, bdl.Gaussian(0.5), params={"w": jnp.asarray(w[0])})
+    compiled = bdl.compile(model, (X, y))
+    got = eqx.filter_jit(compiled.predict)({"net": {"w": jnp.asarray(w)}}, jnp.asarray(X))
     assert got.shape == (N,)
-    outs = jax.vmap(compiled.forward, (0, None))(positions, jnp.asarray(X))
-    np.testing.assert_allclose(got, jnp.mean(outs[..., 0], 0), rtol=1e-5, atol=1e-6)
+    want = np.mean([X.astype(np.float64) @ w[k, :, 0] for k in range(2)], axis=0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 # ---------------------------------------------------------------- bdl.Potential
@@ -246,12 +252,12 @@ def test_potential_grad_noise_has_the_declared_mean_and_sd():
     exact = (np.asarray(theta["a"]) - LOC) / SCALE**2
 
     @eqx.filter_jit
-    def noisy(keys):
+    def noisy():
         stream = compiled.init_batches(jax.random.key(0))
         batches = jax.vmap(lambda t: compiled.next_batch(stream, t)[0])(jnp.arange(m))
         return jax.vmap(lambda k: compiled.stochastic_energy_and_grad(theta, k)[1]["a"])(batches)
 
-    noise = np.asarray(noisy(None), np.float64) - exact  # (m, 3)
+    noise = np.asarray(noisy(), np.float64) - exact  # (m, 3)
     n = noise.size
     assert abs(noise.mean()) < 5 * s / math.sqrt(n)
     assert abs(noise.std() - s) < 5 * s / math.sqrt(2 * n)

@@ -2,6 +2,7 @@
 
 from bdl.kernels import schedules
 from bdl.kernels.base import Info, Kernel
+from bdl.kernels.checker import CheckReport, check
 from bdl.kernels.recipe import Context, Recipe
 from bdl.kernels.recipe_kernel import RecipeKernel, RecipeState
 from bdl.kernels.registry import get, names, register
@@ -19,6 +20,8 @@ register(
 )
 
 __all__ = [
+    "CheckReport",
+    "check",
     "SGHMC",
     "SGLD",
     "Context",

@@ -1,0 +1,146 @@
+"""The stationarity checker accepts exact recipes and catches each kind of broken kernel."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import bdl
+from bdl.kernels.recipe import Context, correction
+from bdl.kernels.recipe_kernel import RecipeKernel, RecipeState
+from bdl.kernels.sghmc import SGHMC, HamiltonianRecipe
+from bdl.kernels.sgld import SGLD, LangevinRecipe
+
+
+class PositionDiffusionRecipe(LangevinRecipe):
+    """D(θ) = 1 + θ²/2 + 0.1·tanh(U(θ)) elementwise: Γ_i = θ_i + 0.1·sech²(U)·∂_iU."""
+
+    @property
+    def state_dependent(self):
+        return True
+
+    def diffusion(self, z, ctx):
+        u = jnp.tanh(ctx.energy)
+        return {("theta", "theta"): jax.tree.map(lambda t: 1.0 + 0.5 * t * t + 0.1 * u, z["theta"])}
+
+
+class NoGammaRecipe(PositionDiffusionRecipe):
+    """The same dynamics with Γ deliberately dropped."""
+
+    def gamma(self, z, ctx):
+        return jax.tree.map(lambda x: jnp.zeros_like(x), {"theta": z["theta"]})
+
+
+class LearnedCurlRecipe(HamiltonianRecipe):
+    """NNSGHMC-like: Q_θr = −f(U, r_i), Q_rθ = f(U, r_i), D_rr = c + f² (elementwise in r_i,
+    global in U): Γ needs the chain rule through U and the r-derivative of f."""
+
+    def _f(self, u, r):
+        return 1.0 + 0.3 * jnp.tanh(r) + 0.2 * jnp.sin(0.5 * u)
+
+    def diffusion(self, z, ctx):
+        f = jax.tree.map(lambda r: self._f(ctx.energy, r), z["r"])
+        return {("r", "r"): jax.tree.map(lambda v: 0.5 + v * v, f)}
+
+    def curl(self, z, ctx):
+        f = jax.tree.map(lambda r: self._f(ctx.energy, r), z["r"])
+        return {("theta", "r"): jax.tree.map(jnp.negative, f), ("r", "theta"): f}
+
+    @property
+    def state_dependent(self):
+        return True
+
+
+class RecipeOnlyKernel(RecipeKernel):
+    """Any recipe under Euler–Maruyama, with momentum initialised when the recipe has one."""
+
+    recipe_obj: object = None
+
+    def recipe(self):
+        return self.recipe_obj
+
+    def init_aux(self, position, key):
+        if "r" in self.recipe_obj.groups:
+            return {"r": jax.tree.map(jnp.zeros_like, position)}
+        return {}
+
+
+class DoubleGradientSGLD(SGLD):
+    """Steps with 2∇U while declaring the SGLD recipe."""
+
+    def step(self, key, state, energy_and_grad, step_size, temperature):
+        def doubled(theta):
+            u, g = energy_and_grad(theta)
+            return u, jax.tree.map(lambda x: 2.0 * x, g)
+
+        return super().step(key, state, doubled, step_size, temperature)
+
+
+class LoudNoiseSGLD(SGLD):
+    """Injects √(4Th)·ξ instead of √(2Th)·ξ while declaring D = I."""
+
+    def step(self, key, state, energy_and_grad, step_size, temperature):
+        new, info = super().step(key, state, energy_and_grad, step_size, temperature)
+        extra = bdl.utils.trees.tree_normal_like(jax.random.fold_in(key, 1), new.z["theta"])
+        scale = jnp.sqrt(2.0 * temperature * step_size)
+        theta = jax.tree.map(lambda t, e: t + scale * e, new.z["theta"], extra)
+        return RecipeState({"theta": theta}), info
+
+
+class CurlyKineticRecipe(HamiltonianRecipe):
+    """A 'kinetic field' (r + 0.3·Rθ, ·) that is not the gradient of any g."""
+
+    def kinetic_grad(self, z):
+        theta = z["theta"]
+        rot = {"a": jnp.stack([-theta["a"][1], theta["a"][0]]), "b": theta["b"]}
+        return {"theta": jax.tree.map(lambda x: 0.3 * x, rot), "r": z["r"]}
+
+
+@pytest.mark.parametrize("name", ["sgld", "sghmc"])
+def test_seed_kernels_are_exact(name):
+    report = bdl.kernels.check(bdl.kernels.get(name))
+    assert report.exact, str(report)
+
+
+def test_structured_gamma_equals_dense_divergence():
+    """Γ by forward-mode autodiff (locality + chain rule through U) equals the dense ∇·(D+Q)."""
+    report = bdl.kernels.check(RecipeOnlyKernel(step_size=1e-3, recipe_obj=LearnedCurlRecipe()))
+    assert report.residuals["Γ vs ∇·(D+Q)"] < 1e-12, str(report)
+    assert report.exact, str(report)
+
+
+def test_position_dependent_diffusion_with_gamma_is_exact():
+    report = bdl.kernels.check(
+        RecipeOnlyKernel(step_size=1e-3, recipe_obj=PositionDiffusionRecipe())
+    )
+    assert report.exact, str(report)
+
+
+def test_dropped_gamma_fails():
+    report = bdl.kernels.check(RecipeOnlyKernel(step_size=1e-3, recipe_obj=NoGammaRecipe()))
+    assert not report.exact
+    assert any("Γ omitted" in r for r in report.reasons), str(report)
+
+
+def test_step_disagreeing_with_recipe_fails():
+    report = bdl.kernels.check(DoubleGradientSGLD(step_size=1e-3))
+    assert not report.exact
+    assert any("drift" in r for r in report.reasons), str(report)
+
+
+def test_wrong_noise_fails():
+    report = bdl.kernels.check(LoudNoiseSGLD(step_size=1e-3))
+    assert not report.exact
+    assert any("noise" in r for r in report.reasons), str(report)
+
+
+def test_non_gradient_kinetic_field_fails():
+    kernel = RecipeOnlyKernel(step_size=1e-3, recipe_obj=CurlyKineticRecipe())
+    report = bdl.kernels.check(kernel)
+    assert any("not a gradient" in r for r in report.reasons), str(report)
+
+
+def test_correction_is_zero_and_free_for_constant_recipes():
+    z = {"theta": jnp.ones(3), "r": jnp.ones(3)}
+    gamma = correction(HamiltonianRecipe(), z, Context(jnp.zeros(()), jnp.ones(3)))
+    assert all(float(jnp.max(jnp.abs(v))) == 0.0 for v in jax.tree.leaves(gamma))
+    assert SGHMC(step_size=1e-2).recipe().state_dependent is False

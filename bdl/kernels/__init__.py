@@ -20,16 +20,16 @@ register(
 )
 
 __all__ = [
-    "CheckReport",
-    "check",
     "SGHMC",
     "SGLD",
+    "CheckReport",
     "Context",
     "Info",
     "Kernel",
     "Recipe",
     "RecipeKernel",
     "RecipeState",
+    "check",
     "get",
     "names",
     "register",

@@ -264,9 +264,9 @@ class _Dense:
 
 def _like(value: Any, template: Any) -> Any:
     """Broadcast a block product to the structure of the row group."""
-    if isinstance(template, dict | list | tuple) or hasattr(template, "shape") and template.shape:
-        if not isinstance(value, dict | list | tuple) and jnp.ndim(value) == 0:
-            return jax.tree.map(lambda t: jnp.broadcast_to(value, t.shape), template)
+    structured = isinstance(template, dict | list | tuple) or bool(jnp.shape(template))
+    if structured and not isinstance(value, dict | list | tuple) and jnp.ndim(value) == 0:
+        return jax.tree.map(lambda t: jnp.broadcast_to(value, t.shape), template)
     return value
 
 

@@ -68,10 +68,16 @@ def compile(
             "has non-integer values."
         )
 
-    adapter = make_adapter(
-        model.network, jnp.asarray(x[:2]), params=model.params, batched=model.batched,
-        key=jax.random.key(seed),
-    )
+    try:
+        adapter = make_adapter(
+            model.network, jnp.asarray(x[:2]), params=model.params, batched=model.batched,
+            key=jax.random.key(seed),
+        )
+    except Exception as err:  # e.g. a linen module whose initialisation rejects the inputs
+        raise ValueError(
+            f"the network cannot be initialised on inputs of shape {x.shape[1:]} (per example): "
+            f"{type(err).__name__}: {err}"
+        ) from err
     try:
         out = jax.eval_shape(adapter.apply, adapter.params, jnp.asarray(x[: min(n, 2)]))
     except Exception as err:  # the network rejected the inputs: say which argument is at fault

@@ -47,6 +47,7 @@ def test_sghmc_learning_rate_parameterisation_matches_optax_sgd():
 
         for t in range(50):
             state, params, opt_state, stream = both(jnp.int32(t), state, params, opt_state, stream)
-            for a, b in zip(jax.tree.leaves(state.z["theta"]), jax.tree.leaves(params),
-                            strict=True):
+            for a, b in zip(
+                jax.tree.leaves(state.z["theta"]), jax.tree.leaves(params), strict=True
+            ):
                 np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)

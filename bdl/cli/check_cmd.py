@@ -11,8 +11,9 @@ from bdl.kernels import check, registry
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="check a kernel for stationarity (exit 0 if exact)")
     p.add_argument("name", help="kernel name (see `bdl kernels`)")
-    p.add_argument("--hyper", action="append", metavar="KEY=VALUE",
-                   help="kernel hyper-parameter (repeatable)")
+    p.add_argument(
+        "--hyper", action="append", metavar="KEY=VALUE", help="kernel hyper-parameter (repeatable)"
+    )
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=run)

@@ -17,7 +17,8 @@ from bdl.kernels.checker import check
 
 def cache_dir() -> Path:
     root = os.environ.get("BDL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "bdl")
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "bdl"
+    )
     return Path(root)
 
 
@@ -31,7 +32,8 @@ def _source_hash() -> str:
 def verdict(name: str) -> tuple[str, list[str]]:
     """(``"exact"`` | ``"approximate"``, reasons) for kernel ``name`` with its defaults."""
     key = hashlib.sha256(
-        f"{name}|{registry.defaults(name)!r}|{_source_hash()}".encode()).hexdigest()[:24]
+        f"{name}|{registry.defaults(name)!r}|{_source_hash()}".encode()
+    ).hexdigest()[:24]
     path = cache_dir() / "verdicts" / f"{key}.json"
     if path.is_file():
         cached = json.loads(path.read_text())

@@ -1,5 +1,7 @@
 """SGLD's stationary bias is O(h): on N(0, 1) its variance is exactly 1/(1 − h/2)."""
 
+import itertools
+
 import jax.numpy as jnp
 import numpy as np
 from stat_utils import mean_and_mcse, z_threshold
@@ -30,7 +32,7 @@ def test_sgld_variance_bias_shrinks_linearly_with_step_size():
         exact = 1.0 / (1.0 - h / 2.0)
         assert abs(var - exact) < threshold * se, (h, var, exact, se)
         biases.append((var - 1.0, se))
-    for (big, se_big), (small, se_small) in zip(biases, biases[1:], strict=False):
+    for (big, se_big), (small, se_small) in itertools.pairwise(biases):
         ratio = big / small
         assert 1.5 < ratio < 2.8, f"bias ratio {ratio:.2f} (expected ≈ 2 for linear shrinkage)"
         assert big - small > threshold * np.hypot(se_big, se_small)

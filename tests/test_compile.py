@@ -3,7 +3,6 @@
 import math
 
 import equinox as eqx
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,29 +19,37 @@ Y = RNG.integers(0, K, size=N)
 EPS32 = float(np.finfo(np.float32).eps)
 
 
-class MLP(nn.Module):
-    @nn.compact
-    def __call__(self, x):
-        h = jnp.tanh(nn.Dense(5)(x))  # Dense_0
-        return nn.Dense(K)(h)  # Dense_1
+SHAPES = {"Dense_0": {"kernel": (D, 5), "bias": (5,)}, "Dense_1": {"kernel": (5, K), "bias": (K,)}}
+
+
+def mlp(params, x):
+    """A one-hidden-layer tanh MLP, f(params, x) (Flax-style parameter names and layout)."""
+    h = jnp.tanh(x @ params["Dense_0"]["kernel"] + params["Dense_0"]["bias"])
+    return h @ params["Dense_1"]["kernel"] + params["Dense_1"]["bias"]
+
+
+def _draw(rng, lead=()):
+    return {layer: {name: jnp.asarray(0.8 * rng.normal(size=(*lead, *shape)), jnp.float32)
+                    for name, shape in leaves.items()} for layer, leaves in SHAPES.items()}
 
 
 @pytest.fixture(scope="module")
 def clf():
     """A Categorical MLP with prior N(0, 0.8²) and minibatches of B = 4 out of n = 12."""
-    model = bdl.Model(MLP(), bdl.Categorical(), prior=bdl.Normal(0.8))
+    model = bdl.Model(mlp, bdl.Categorical(), prior=bdl.Normal(0.8),
+                      params=_draw(np.random.default_rng(1)))
     return bdl.compile(model, (X, Y), batch_size=B)
 
 
 @pytest.fixture(scope="module")
-def three_positions(clf):
-    """Three prior draws (a stack of positions with a leading sample axis)."""
-    return eqx.filter_jit(clf.init_positions)(jax.random.key(4), 3, "prior")
+def three_positions():
+    """Three N(0, 0.8²) positions stacked on a leading sample axis."""
+    return {"net": _draw(np.random.default_rng(4), lead=(3,))}
 
 
 @pytest.fixture(scope="module")
 def position(three_positions):
-    """A non-trivial position: the first prior draw."""
+    """A non-trivial position: the first of the three."""
     return jax.tree.map(lambda a: a[0], three_positions)
 
 
@@ -100,8 +107,8 @@ def test_minibatch_gradient_is_unbiased_over_an_epoch(clf, position):
 
 def test_single_full_batch_energy_equals_full_energy(position):
     """With B = n the scale n/|B| = 1: the one minibatch's Ũ equals U."""
-    compiled = bdl.compile(bdl.Model(MLP(), bdl.Categorical(), prior=bdl.Normal(0.8)), (X, Y),
-                           batch_size=N)
+    compiled = bdl.compile(bdl.Model(mlp, bdl.Categorical(), prior=bdl.Normal(0.8),
+                                     params=_draw(np.random.default_rng(1))), (X, Y), batch_size=N)
     xb, yb = eqx.filter_jit(compiled.epoch_batches)(jax.random.key(0))
     assert xb.shape == (1, N, D)
     e_batch, g_batch = eqx.filter_jit(compiled.stochastic_energy_and_grad)(

@@ -1,8 +1,10 @@
 """Bad inputs get clear errors (type and message naming the argument) before anything runs."""
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro.distributions as dist
 import pytest
 
 import bdl
@@ -196,8 +198,6 @@ def test_plain_function_without_params():
 
 def test_likelihood_must_be_a_bdl_likelihood():
     """A NumPyro distribution class as likelihood is a TypeError naming likelihood."""
-    import numpyro.distributions as dist
-
     with pytest.raises(TypeError, match=r"Model\(likelihood=\.\.\.\) must be a bdl likelihood"):
         bdl.Model(_linear, dist.Normal, params={"w": jnp.zeros((D, 1))})
 
@@ -247,3 +247,15 @@ def test_linen_network_whose_initialisation_rejects_inputs():
 
     with pytest.raises(ValueError, match=r"cannot be initialised on inputs of shape \(3,\)"):
         bdl.compile(bdl.Model(Bad(), bdl.Gaussian()), (X, Y_REG))
+
+
+def test_init_position_with_wrong_structure(compiled):
+    """An explicit init position whose structure differs from the model's is rejected."""
+    with pytest.raises(ValueError, match=r"init position does not have the structure"):
+        compiled.init_positions(jax.random.key(0), 2, {"net": {"v": jnp.zeros((D, 1))}})
+
+
+def test_unknown_init_string(compiled):
+    """An unknown init name lists the accepted ones."""
+    with pytest.raises(ValueError, match=r"init must be 'auto', 'network', 'prior', 'fixed'"):
+        compiled.init_positions(jax.random.key(0), 2, "bogus")

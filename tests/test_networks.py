@@ -83,12 +83,12 @@ def test_nnx_forward_matches_module_call():
 
 def test_equinox_forward_is_vmapped_over_examples():
     """An Equinox module acts on single examples: forward == vmap(module)(x)."""
-    module = eqx.nn.MLP(D, 1, width_size=4, depth=1, activation=jnp.tanh,
-                        key=jax.random.key(2))
+    module = eqx.filter_jit(lambda k: eqx.nn.MLP(D, 1, width_size=4, depth=1,
+                                                 activation=jnp.tanh, key=k))(jax.random.key(2))
     compiled = _compile(module)
     got = eqx.filter_jit(compiled.forward)(compiled.initial_position, jnp.asarray(X))
     assert got.shape == (N, 1)
-    want = eqx.filter_jit(jax.vmap(module))(jnp.asarray(X))
+    want = eqx.filter_jit(lambda m, x: jax.vmap(m)(x))(module, jnp.asarray(X))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     _check_energy_and_grad(compiled)
 

@@ -119,8 +119,10 @@ class CompiledModel(Target):
         return self.likelihood.log_prob(self.adapter.apply(net, x), y, lik)
 
     def energy(self, position: PyTree) -> jax.Array:
-        return -(jnp.sum(self.log_likelihood(position, self.x_train, self.y_train))
-                 + self.log_prior(position))
+        return -(
+            jnp.sum(self.log_likelihood(position, self.x_train, self.y_train))
+            + self.log_prior(position)
+        )
 
     def stochastic_energy(self, position: PyTree, batch: tuple[jax.Array, jax.Array]) -> jax.Array:
         """Ũ(θ) = −(n/|B|) Σ_{i∈B} log p(y_i | x_i, θ) − log p(θ)."""
@@ -164,11 +166,15 @@ class CompiledModel(Target):
         Classifiers return averaged class probabilities (n, K); regressors the predictive mean,
         shaped like the targets (a (n, 1) network output is squeezed for (n,) targets).
         """
+
         def one(position: PyTree) -> jax.Array:
             net, lik = self.constrain(position)
             out = self.adapter.apply(net, x)
-            if (self.likelihood.task == "regression" and out.ndim == self.y_train.ndim + 1
-                    and out.shape[-1] == 1):
+            if (
+                self.likelihood.task == "regression"
+                and out.ndim == self.y_train.ndim + 1
+                and out.shape[-1] == 1
+            ):
                 out = out[..., 0]  # (n, 1) outputs for (n,) targets: predict in y's shape
             return self.likelihood.mean(out, lik)
 
@@ -217,8 +223,10 @@ class CompiledModel(Target):
         keys = jax.random.split(key, len(infos) + len(lik_priors))
         net = [p.sample(k, i) for k, p, i in zip(keys[: len(infos)], priors, infos, strict=True)]
         # learned likelihood parameters (e.g. the Gaussian σ) are drawn from their priors too
-        lik = {name: prior.sample(k) for k, (name, prior)
-               in zip(keys[len(infos):], lik_priors.items(), strict=True)}
+        lik = {
+            name: prior.sample(k)
+            for k, (name, prior) in zip(keys[len(infos) :], lik_priors.items(), strict=True)
+        }
         return self.unconstrain(self.net_treedef.unflatten(net), lik if lik_priors else None)
 
 
@@ -234,8 +242,9 @@ def _broadcast_position(init: PyTree, template: PyTree, num_chains: int) -> PyTr
             "init position does not have the structure of the model's positions "
             f"({jax.tree.structure(template)}): {err}"
         ) from None
-    pairs = jax.tree.leaves(shapes, is_leaf=lambda s: isinstance(s, tuple) and len(s) == 2
-                            and isinstance(s[0], tuple))
+    pairs = jax.tree.leaves(
+        shapes, is_leaf=lambda s: isinstance(s, tuple) and len(s) == 2 and isinstance(s[0], tuple)
+    )
     if all(a == t for a, t in pairs):
         return _broadcast(init, num_chains)
     if all(a == (num_chains, *t) for a, t in pairs):

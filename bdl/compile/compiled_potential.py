@@ -36,7 +36,9 @@ class CompiledPotential(Target):
     def energy(self, position: PyTree) -> jax.Array:
         return -self.potential.log_density(position)
 
-    def stochastic_energy_and_grad(self, position: PyTree, batch: jax.Array) -> tuple[jax.Array, PyTree]:
+    def stochastic_energy_and_grad(
+        self, position: PyTree, batch: jax.Array
+    ) -> tuple[jax.Array, PyTree]:
         energy, grad = jax.value_and_grad(self.energy)(position)
         s = self.potential.grad_noise
         if s == 0:
@@ -62,14 +64,31 @@ class CompiledPotential(Target):
         keys = jax.random.split(key, num_chains)
         if isinstance(init, str):
             if init not in ("auto", "fixed"):
-                raise ValueError(f"init for a Potential must be 'auto', 'fixed' or a position; got {init!r}.")
+                raise ValueError(
+                    f"init for a Potential must be 'auto', 'fixed' or a position; got {init!r}."
+                )
             if init == "auto" and callable(self.potential.init):
                 return jax.vmap(self.potential.init)(keys)
-            return jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains, *a.shape)),
-                                self.initial_position)
+            return jax.tree.map(
+                lambda a: jnp.broadcast_to(a, (num_chains, *a.shape)), self.initial_position
+            )
         init = jax.tree.map(jnp.asarray, init)
         template = self.initial_position
-        same = jax.tree.map(lambda a, t: a.shape == t.shape, init, template)
-        if all(jax.tree.leaves(same)):
+        if jax.tree.structure(init) != jax.tree.structure(template):
+            raise ValueError(
+                f"init must have the structure of the potential's position "
+                f"({jax.tree.structure(template)}); got {jax.tree.structure(init)}."
+            )
+        shapes = [
+            (a.shape, t.shape)
+            for a, t in zip(jax.tree.leaves(init), jax.tree.leaves(template), strict=True)
+        ]
+        if all(a == t for a, t in shapes):
             return jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains, *a.shape)), init)
-        return init
+        if all(a == (num_chains, *t) for a, t in shapes):
+            return init
+        raise ValueError(
+            f"init leaves must have the position's shapes or a leading axis of "
+            f"num_chains = {num_chains}; got {[a for a, _ in shapes]} for "
+            f"{[t for _, t in shapes]}."
+        )

@@ -51,7 +51,9 @@ def compile(
             temperature_schedule=as_schedule(model.temperature),
         )
     if not isinstance(model, Model):
-        raise TypeError(f"compile() needs a bdl.Model or bdl.Potential; got {type(model).__name__}.")
+        raise TypeError(
+            f"compile() needs a bdl.Model or bdl.Potential; got {type(model).__name__}."
+        )
     if data is None:
         raise ValueError("compile(model, data=...): a Model needs training data.")
 
@@ -70,7 +72,10 @@ def compile(
 
     try:
         adapter = make_adapter(
-            model.network, jnp.asarray(x[:2]), params=model.params, batched=model.batched,
+            model.network,
+            jnp.asarray(x[:2]),
+            params=model.params,
+            batched=model.batched,
             key=jax.random.key(seed),
         )
     except Exception as err:  # e.g. a linen module whose initialisation rejects the inputs
@@ -125,4 +130,6 @@ def compile(
 
 
 def _replace_initial(compiled: CompiledModel, position: Any) -> CompiledModel:
-    return eqx.tree_at(lambda c: c.initial_position, compiled, position, is_leaf=lambda x: x is None)
+    return eqx.tree_at(
+        lambda c: c.initial_position, compiled, position, is_leaf=lambda x: x is None
+    )

@@ -32,7 +32,9 @@ class Target(eqx.Module):
         return jax.value_and_grad(self.energy)(position)
 
     @abc.abstractmethod
-    def stochastic_energy_and_grad(self, position: PyTree, batch: Batch) -> tuple[jax.Array, PyTree]:
+    def stochastic_energy_and_grad(
+        self, position: PyTree, batch: Batch
+    ) -> tuple[jax.Array, PyTree]:
         """Unbiased minibatch estimates Ũ(θ) and ∇Ũ(θ) at full-data scale (DESIGN §2)."""
 
     @abc.abstractmethod

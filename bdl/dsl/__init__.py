@@ -7,7 +7,20 @@ from bdl.dsl.priors import ByPath, Distribution, HeNormal, Laplace, LeafPrior, N
 from bdl.dsl.temperature import linear_ramp
 
 __all__ = [
-    "Bernoulli", "ByPath", "Categorical", "Distribution", "Gaussian", "HeNormal", "Laplace",
-    "LeafPrior", "Likelihood", "Model", "Normal", "Poisson", "Potential", "Prior", "StudentT",
+    "Bernoulli",
+    "ByPath",
+    "Categorical",
+    "Distribution",
+    "Gaussian",
+    "HeNormal",
+    "Laplace",
+    "LeafPrior",
+    "Likelihood",
+    "Model",
+    "Normal",
+    "Poisson",
+    "Potential",
+    "Prior",
+    "StudentT",
     "linear_ramp",
 ]

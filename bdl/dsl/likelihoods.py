@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
+from numpyro.distributions import constraints
 
 
 def _match_output(output: jax.Array, y: jax.Array) -> jax.Array:
@@ -69,6 +70,20 @@ class Likelihood(abc.ABC):
         return f"{type(self).__name__}({fields})"
 
 
+def _check_scale_prior(name: str, prior: dist.Distribution) -> dist.Distribution:
+    if not isinstance(prior, dist.Distribution):
+        raise TypeError(
+            f"{name}(scale_prior=...) must be a numpyro distribution; got {type(prior).__name__}."
+        )
+    if prior.support is not constraints.positive:
+        raise ValueError(
+            f"{name}(scale_prior=...) must have positive support (e.g. "
+            f"dist.HalfNormal(1.0), dist.LogNormal(0, 1)); got {type(prior).__name__} "
+            f"with support {prior.support}."
+        )
+    return prior
+
+
 def _check_batch(output_shape: tuple[int, ...], y: np.ndarray) -> None:
     if len(output_shape) == 0 or output_shape[0] != y.shape[0]:
         raise ValueError(
@@ -79,7 +94,11 @@ def _check_batch(output_shape: tuple[int, ...], y: np.ndarray) -> None:
 
 def _check_regression(name: str, output_shape: tuple[int, ...], y: np.ndarray) -> None:
     _check_batch(output_shape, y)
-    matched = output_shape[:-1] if len(output_shape) == y.ndim + 1 and output_shape[-1] == 1 else output_shape
+    matched = (
+        output_shape[:-1]
+        if len(output_shape) == y.ndim + 1 and output_shape[-1] == 1
+        else output_shape
+    )
     if tuple(matched) != tuple(y.shape):
         raise ValueError(
             f"{name} likelihood: network output shape {output_shape} does not match the target "
@@ -143,8 +162,8 @@ class Bernoulli(Likelihood):
         values = np.unique(y)
         if y.ndim != 1 or not np.all(np.isin(values, [0, 1])):
             raise ValueError(
-                f"Bernoulli likelihood needs labels y in {{0, 1}} of shape (n,); got shape {y.shape} "
-                f"with values {values[:5].tolist()}."
+                f"Bernoulli likelihood needs labels y in {{0, 1}} of shape (n,); got shape "
+                f"{y.shape} with values {values[:5].tolist()}."
             )
 
 
@@ -161,7 +180,9 @@ class Gaussian(Likelihood):
         if scale is not None and not scale > 0:
             raise ValueError(f"Gaussian(scale=...) must be > 0 or None (learned); got {scale}.")
         self.scale = scale
-        self.scale_prior = scale_prior if scale_prior is not None else dist.HalfNormal(1.0)
+        self.scale_prior = _check_scale_prior(
+            type(self).__name__, scale_prior if scale_prior is not None else dist.HalfNormal(1.0)
+        )
 
     @property
     def param_priors(self) -> dict[str, dist.Distribution]:
@@ -185,7 +206,10 @@ class StudentT(Likelihood):
     task = "regression"
 
     def __init__(
-        self, df: float = 4.0, scale: float | None = 1.0, scale_prior: dist.Distribution | None = None
+        self,
+        df: float = 4.0,
+        scale: float | None = 1.0,
+        scale_prior: dist.Distribution | None = None,
     ):
         if not df > 0:
             raise ValueError(f"StudentT(df=...) must be > 0; got {df}.")
@@ -193,7 +217,9 @@ class StudentT(Likelihood):
             raise ValueError(f"StudentT(scale=...) must be > 0 or None (learned); got {scale}.")
         self.df = df
         self.scale = scale
-        self.scale_prior = scale_prior if scale_prior is not None else dist.HalfNormal(1.0)
+        self.scale_prior = _check_scale_prior(
+            type(self).__name__, scale_prior if scale_prior is not None else dist.HalfNormal(1.0)
+        )
 
     @property
     def param_priors(self) -> dict[str, dist.Distribution]:
@@ -223,4 +249,3 @@ class Poisson(Likelihood):
         _check_regression("Poisson", output_shape, y)
         if np.any(y < 0) or np.any(np.asarray(y) != np.round(y)):
             raise ValueError("Poisson likelihood needs non-negative integer counts y.")
-

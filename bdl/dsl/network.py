@@ -99,6 +99,7 @@ def make_adapter(
     if flavour == "linen":
         example = example_x if batched else example_x[0]
 
+        @jax.jit
         def linen_init(k: jax.Array) -> PyTree:
             return network.init(k, example)["params"]
 

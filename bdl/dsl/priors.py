@@ -60,7 +60,9 @@ class LeafPrior(Prior):
         t = biject_to(self.distribution(info).support)
         while isinstance(t, IndependentTransform):
             t = t.base_transform
-        return None if isinstance(t, IdentityTransform) else biject_to(self.distribution(info).support)
+        return (
+            None if isinstance(t, IdentityTransform) else biject_to(self.distribution(info).support)
+        )
 
     def log_prob(self, value: jax.Array, info: LeafInfo) -> jax.Array:
         """Σ log p(value) over the leaf's entries (value in the constrained space)."""

@@ -4,7 +4,7 @@ Declare a model (:class:`Model`), compile it on data (:func:`compile`), and draw
 kernel from :mod:`bdl.kernels` (:func:`sample`).
 """
 
-from bdl import kernels
+from bdl import diagnostics, kernels, metrics
 from bdl.compile import CompiledModel, CompiledPotential, compile
 from bdl.dsl import (
     Bernoulli,

@@ -48,7 +48,9 @@ __all__ = [
     "Samples",
     "StudentT",
     "compile",
+    "diagnostics",
     "kernels",
+    "metrics",
     "linear_ramp",
     "sample",
 ]

@@ -50,7 +50,7 @@ __all__ = [
     "compile",
     "diagnostics",
     "kernels",
-    "metrics",
     "linear_ramp",
+    "metrics",
     "sample",
 ]

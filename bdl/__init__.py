@@ -25,6 +25,7 @@ from bdl.dsl import (
 )
 from bdl.sampling import Samples, sample
 from bdl.spec import ModelSpec
+from bdl.validation import validate
 
 __version__ = "0.1.0"
 
@@ -53,4 +54,5 @@ __all__ = [
     "linear_ramp",
     "metrics",
     "sample",
+    "validate",
 ]

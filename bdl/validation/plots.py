@@ -1,0 +1,101 @@
+"""Validation figures: marginals and a pair plot (parameters), predictive agreement or bands
+(networks), and the kinetic-temperature trace with its χ² band (momentum kernels)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bdl.compile.compiled_model import CompiledModel
+from bdl.diagnostics import kinetic_temperature_band
+from bdl.sampling.samples import Samples
+from bdl.validation.compare import _mixture_moments, predictive_per_sample
+from bdl.validation.reference import Reference, evaluation_inputs, parameter_summaries
+
+
+def plot_validation(
+    path: Path, target: Any, samples: Samples, reference: Reference, title: str
+) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinetic = np.asarray(samples.info.get("kinetic_energy", np.zeros(1)), np.float64)
+    show_kinetic = bool(np.any(kinetic > 0))
+    ncols = 3 + int(show_kinetic)
+    fig, axes = plt.subplots(1, ncols, figsize=(4.2 * ncols, 3.6))
+    if reference.space == "parameter":
+        x = parameter_summaries(samples.positions).reshape(-1, reference.monitored.shape[-1])
+        r = parameter_summaries(reference.positions).reshape(-1, reference.monitored.shape[-1])
+        for j, ax in zip(range(min(2, x.shape[1])), axes[:2], strict=False):
+            bins = np.linspace(
+                min(x[:, j].min(), r[:, j].min()), max(x[:, j].max(), r[:, j].max()), 40
+            )
+            ax.hist(r[:, j], bins, density=True, alpha=0.5, label="NUTS")
+            ax.hist(x[:, j], bins, density=True, histtype="step", lw=2, label=samples.kernel)
+            ax.set_title(f"parameter #{j}")
+            ax.legend()
+        if x.shape[1] > 1:
+            axes[2].scatter(r[:, 0], r[:, 1], s=2, alpha=0.3, label="NUTS")
+            axes[2].scatter(x[:, 0], x[:, 1], s=2, alpha=0.3, label=samples.kernel)
+            axes[2].set_title("pair: #0 vs #1")
+            axes[2].legend()
+    elif isinstance(target, CompiledModel) and target.likelihood.task == "classification":
+        p = np.asarray(predictive_per_sample(target, samples.positions).mean(0))
+        q = np.asarray(predictive_per_sample(target, reference.positions).mean(0))
+        axes[0].scatter(q.ravel(), p.ravel(), s=3, alpha=0.4)
+        axes[0].plot([0, 1], [0, 1], "k--", lw=1)
+        axes[0].set_xlabel("NUTS predictive probability")
+        axes[0].set_ylabel(f"{samples.kernel} predictive probability")
+        axes[1].hist(np.abs(p - q).sum(-1) / 2, 40)
+        axes[1].set_title("per-input total variation")
+        axes[2].hist(q.max(-1), 30, alpha=0.5, label="NUTS")
+        axes[2].hist(p.max(-1), 30, histtype="step", lw=2, label=samples.kernel)
+        axes[2].set_title("confidence (max probability)")
+        axes[2].legend()
+    else:
+        x, y = evaluation_inputs(target, 500)
+        km, ks = (np.asarray(a) for a in _mixture_moments(target, samples.positions))
+        rm, rs = (np.asarray(a) for a in _mixture_moments(target, reference.positions))
+        if x.shape[-1] == 1:
+            order = np.argsort(np.asarray(x)[:, 0])
+            xs = np.asarray(x)[order, 0]
+            axes[0].fill_between(
+                xs, (rm - 2 * rs)[order], (rm + 2 * rs)[order], alpha=0.3, label="NUTS ±2sd"
+            )
+            axes[0].plot(xs, km[order], lw=2, label=f"{samples.kernel} mean")
+            axes[0].plot(xs, (km - 2 * ks)[order], "--", lw=1, color="C1")
+            axes[0].plot(xs, (km + 2 * ks)[order], "--", lw=1, color="C1")
+            xt = np.asarray(target.x_train)[:, 0]
+            axes[0].scatter(xt, np.asarray(target.y_train), s=6, color="k", label="train")
+            axes[0].legend(fontsize=7)
+            axes[0].set_title("predictive bands")
+        axes[1].scatter(rm, km, s=3)
+        axes[1].set_title("predictive mean: NUTS vs kernel")
+        axes[2].scatter(rs, ks, s=3)
+        axes[2].set_title("predictive sd: NUTS vs kernel")
+    if show_kinetic:
+        d = sum(int(np.prod(a.shape[2:])) for a in _leaves(samples.positions))
+        t_kin = 2.0 * kinetic / d
+        temperature = float(np.asarray(samples.info["temperature"]).mean())
+        low, high = kinetic_temperature_band(d, temperature)
+        for c in range(t_kin.shape[0]):
+            axes[-1].plot(t_kin[c], lw=0.7)
+        axes[-1].axhspan(float(low), float(high), alpha=0.2, color="g", label="99% χ² band")
+        axes[-1].set_title("kinetic temperature")
+        axes[-1].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _leaves(tree: Any) -> list:
+    import jax
+
+    return jax.tree.leaves(tree)

@@ -1,0 +1,108 @@
+"""``bdl.validate``: a kernel against the NUTS gold standard on the same compiled model."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from bdl.compile.compiled_model import CompiledModel
+from bdl.compile.target import Target
+from bdl.kernels.base import Kernel
+from bdl.sampling import Samples, sample
+from bdl.validation.compare import Row, compare_functions, compare_parameters
+from bdl.validation.reference import Reference, nuts_reference
+
+
+@dataclasses.dataclass
+class ValidationReport:
+    """The comparison table, the verdict and where the plot went."""
+
+    model: str
+    kernel: str
+    space: str
+    rows: list[Row]
+    reference: Reference
+    samples: Samples
+    plot: Path | None
+    seconds: dict[str, float]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed is not False for r in self.rows)
+
+    def table(self) -> str:
+        head = f"{'quantity':<34}{'kernel':>12}{'NUTS':>12}  {'threshold':<16}"
+        lines = [
+            f"{self.model}: {self.kernel} vs NUTS ({self.space} space; NUTS max R̂ "
+            f"{self.reference.max_rhat:.3f}, min bulk ESS {self.reference.min_ess:.0f})",
+            head,
+            "-" * len(head),
+        ]
+        lines += [r.format() for r in self.rows]
+        lines.append(f"verdict: {'PASS' if self.passed else 'FAIL'}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def validate(
+    target: Target,
+    kernel: Kernel,
+    *,
+    num_steps: int,
+    burn_in: int = 0,
+    thin: int = 1,
+    num_chains: int = 4,
+    seed: int = 0,
+    reference: Reference | None = None,
+    nuts: dict[str, Any] | None = None,
+    plot: str | Path | None = None,
+    progress: bool = False,
+) -> ValidationReport:
+    """Run NUTS (or reuse ``reference``) and ``kernel`` on ``target``, compare, plot.
+
+    Args:
+        nuts: keyword arguments for :func:`bdl.validation.nuts_reference` (num_warmup, …).
+        plot: where to save the figure (``None``: no figure).
+    """
+    start = time.perf_counter()
+    if reference is None:
+        reference = nuts_reference(target, **(nuts or {}))
+    t_ref = time.perf_counter() - start
+    start = time.perf_counter()
+    samples = sample(
+        target,
+        kernel,
+        num_steps=num_steps,
+        burn_in=burn_in,
+        thin=thin,
+        num_chains=num_chains,
+        seed=seed,
+        progress=progress,
+    )
+    t_kernel = time.perf_counter() - start
+    if reference.space == "function":
+        assert isinstance(target, CompiledModel)
+        rows = compare_functions(target, samples.positions, reference.positions)
+    else:
+        rows = compare_parameters(samples.positions, reference.positions, seed=seed)
+    plot_path = None
+    if plot is not None:
+        from bdl.validation.plots import plot_validation
+
+        plot_path = plot_validation(
+            Path(plot), target, samples, reference, f"{target.name}: {samples.kernel} vs NUTS"
+        )
+    return ValidationReport(
+        target.name,
+        samples.kernel,
+        reference.space,
+        rows,
+        reference,
+        samples,
+        plot_path,
+        {"nuts": t_ref, "kernel": t_kernel},
+    )

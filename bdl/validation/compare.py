@@ -123,7 +123,7 @@ def predictive_per_sample(target: CompiledModel, positions: PyTree, num: int = 5
 
 
 def compare_functions(target: CompiledModel, draws: PyTree, reference: PyTree) -> list[Row]:
-    x, y = evaluation_inputs(target, 500)
+    _, y = evaluation_inputs(target, 500)
     if target.likelihood.task == "classification":
         p = jnp.mean(predictive_per_sample(target, draws), 0)
         q = jnp.mean(predictive_per_sample(target, reference), 0)

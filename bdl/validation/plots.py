@@ -57,7 +57,7 @@ def plot_validation(
         axes[2].set_title("confidence (max probability)")
         axes[2].legend()
     else:
-        x, y = evaluation_inputs(target, 500)
+        x, _ = evaluation_inputs(target, 500)
         km, ks = (np.asarray(a) for a in _mixture_moments(target, samples.positions))
         rm, rs = (np.asarray(a) for a in _mixture_moments(target, reference.positions))
         if x.shape[-1] == 1:

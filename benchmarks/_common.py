@@ -6,9 +6,9 @@ Benchmarks are never run by the test suite (DESIGN §8): they time things, tests
 from __future__ import annotations
 
 import collections
+import os
 import platform
 import re
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -51,33 +51,38 @@ def environment() -> str:
     kind = getattr(dev, "device_kind", "") or dev.platform
     return (f"jax {jax.__version__} (jaxlib {jax.lib.__version__}), backend {jax.default_backend()}"
             f", device {dev} [{kind}], {jax.device_count()} device(s); python "
-            f"{platform.python_version()} on {platform.machine()}")
+            f"{platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPU(s), "
+            f"{load_average()}")
+
+
+def load_average() -> str:
+    """The 1-minute load average: timings on a shared machine are only as quiet as this."""
+    try:
+        return f"load average {os.getloadavg()[0]:.2f}"
+    except OSError:
+        return "load average unknown"
 
 
 # ---------------------------------------------------------------------------- timing
-def time_call(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
-    """Median wall time (s) of ``fn()`` over ``repeats`` calls, each ``block_until_ready``."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), times
+def time_interleaved(
+    fns: dict[str, Callable[[], Any]], repeats: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and process-CPU times (s) of every ``fn()`` over ``repeats`` interleaved rounds.
 
-
-def time_interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
-    """Wall times (s) of every ``fn()``, ``repeats`` rounds, the functions interleaved per round.
-
-    Interleaving puts every candidate under the same background load, so ratios between them
-    stay meaningful on a busy machine even when absolute times drift.
+    Interleaving (one call of each per round) puts every candidate under the same background
+    load, so ratios between them stay meaningful on a busy machine even when absolute times
+    drift. CPU time (all threads of this process) does not count time spent waiting for a core,
+    so on an oversubscribed machine it is the steadier of the two.
     """
-    times: dict[str, list[float]] = {name: [] for name in fns}
+    wall: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            c0, w0 = time.process_time(), time.perf_counter()
             jax.block_until_ready(fn())
-            times[name].append(time.perf_counter() - start)
-    return times
+            wall[name].append(time.perf_counter() - w0)
+            cpu[name].append(time.process_time() - c0)
+    return wall, cpu
 
 
 class CompileCounter:

@@ -12,7 +12,7 @@ def parse_options(items: list[str] | None, flag: str) -> dict[str, Any]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SystemExit(f"bdl: {flag} expects key=value, got {item!r}.")
+            raise ValueError(f"{flag} expects key=value, got {item!r}.")
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):

@@ -101,13 +101,8 @@ def sample(
     kernel = kernel.bind(target)
     progress = sys.stderr.isatty() if progress is None else progress
 
-    key = jax.random.key(seed)
-    k_init, k_kernel, k_batch, k_run = jax.random.split(key, 4)
-    positions = target.init_positions(k_init, num_chains, init)
-    states = jax.vmap(kernel.init)(positions, jax.random.split(k_kernel, num_chains))
-    streams = jax.vmap(target.init_batches)(jax.random.split(k_batch, num_chains))
-    chain_keys = jax.random.split(k_run, num_chains)
-    carry = (states, streams)
+    positions, carry, chain_keys = _setup(target, kernel, jax.random.key(seed), num_chains, init)
+    states = carry[0]
 
     draw_bytes = (
         4
@@ -150,6 +145,16 @@ def sample(
     finally:
         meter.close(t)
     return _assemble(collected, kernel, t, interrupted, positions, states)
+
+
+@eqx.filter_jit
+def _setup(target: Target, kernel: Kernel, key: jax.Array, num_chains: int, init: Any) -> Any:
+    """Initial positions, kernel states, minibatch streams and chain keys, in one compilation."""
+    k_init, k_kernel, k_batch, k_run = jax.random.split(key, 4)
+    positions = target.init_positions(k_init, num_chains, init)
+    states = jax.vmap(kernel.init)(positions, jax.random.split(k_kernel, num_chains))
+    streams = jax.vmap(target.init_batches)(jax.random.split(k_batch, num_chains))
+    return positions, (states, streams), jax.random.split(k_run, num_chains)
 
 
 def _ints(*values: int) -> tuple[jax.Array, ...]:

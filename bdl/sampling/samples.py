@@ -23,7 +23,9 @@ class Samples:
         info: per-draw diagnostics (energy, kinetic energy, …), arrays ``(chains, draws)``.
         steps: the 0-based step index after which each draw was taken, ``(draws,)``.
         kernel: the kernel's name.
-        steps_done: steps completed (< requested when interrupted).
+        steps_done: steps completed. Below ``num_steps`` when interrupted, and by
+            ``(num_steps − burn_in) mod thin`` otherwise: trailing steps that could not end a
+            draw are not run.
         interrupted: the run was stopped early (Ctrl-C); the draws up to then are kept.
     """
 

@@ -45,6 +45,7 @@ class Row:
 
 
 # thresholds (docs/validation.md explains each)
+MIN_KERNEL_ESS = 100.0
 MAX_STD_MEAN_ERROR = 0.1
 SD_RATIO = (0.9, 1.1)
 MAX_ENERGY_DISTANCE = 0.05
@@ -55,20 +56,20 @@ MAX_PREDICTIVE_MEAN_ERROR = 0.2
 PREDICTIVE_SD_RATIO = (0.8, 1.25)
 
 
-def _mean_mcse(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-column mean, sd and MCSE of (chain, draw, k) draws."""
+def _mean_mcse(x: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per-column mean, sd, MCSE and bulk ESS of (chain, draw, k) draws."""
     flat = x.reshape(-1, x.shape[-1])
     with jax.enable_x64(True):
         ess = np.asarray(ess_bulk(jnp.asarray(x, jnp.float64)))
     sd = flat.std(0)
-    return flat.mean(0), sd, sd / np.sqrt(np.maximum(ess, 1.0))
+    return flat.mean(0), sd, sd / np.sqrt(np.maximum(ess, 1.0)), ess
 
 
 def compare_parameters(draws: PyTree, reference: PyTree, *, seed: int = 0) -> list[Row]:
     x = parameter_summaries(draws).astype(np.float64)
     r = parameter_summaries(reference).astype(np.float64)
-    m_k, sd_k, se_k = _mean_mcse(x)
-    m_r, sd_r, se_r = _mean_mcse(r)
+    m_k, sd_k, se_k, ess_k = _mean_mcse(x)
+    m_r, sd_r, se_r, _ = _mean_mcse(r)
     sme = (m_k - m_r) / sd_r
     ratio = sd_k / sd_r
     z = (m_k - m_r) / np.sqrt(se_k**2 + se_r**2)

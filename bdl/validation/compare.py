@@ -79,6 +79,13 @@ def compare_parameters(draws: PyTree, reference: PyTree, *, seed: int = 0) -> li
     worst = int(np.argmax(np.abs(sme)))
     return [
         Row(
+            "kernel min bulk ESS",
+            float(ess_k.min()),
+            None,
+            f">= {MIN_KERNEL_ESS:.0f}",
+            bool(ess_k.min() >= MIN_KERNEL_ESS),
+        ),
+        Row(
             "max |standardised mean error|",
             float(np.max(np.abs(sme))),
             None,

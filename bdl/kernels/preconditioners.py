@@ -1,0 +1,319 @@
+"""Diagonal preconditioners as small composable objects (in the spirit of Optax transforms).
+
+A preconditioner maintains a diagonal mass M (a pytree shaped like θ, or with one 0-d array per
+leaf of θ) from the stochastic gradients the kernel computes anyway — no extra backpropagation.
+Kernels use it as
+
+* SGLD (Euler–Maruyama): D = G = M⁻¹, Q = 0:  θ ← θ − hG∇Ũ + √(2ThG)·ξ;
+* SGHMC (symplectic Euler): r ← r − h∇Ũ − hγr + √(2ThγM)·ξ,  θ ← θ + hM⁻¹r (Wenzel et al.
+  2020, Eq. 8–10; g = ½rᵀM⁻¹r, D = diag(0, γM), Q = [[0, −I], [I, 0]]); when M changes the
+  momentum is rescaled r ← M_new^{1/2} M_old^{−1/2} r (App. D), which keeps the canonical
+  momentum p = M^{−1/2}r unchanged — so the kernel stores p and the rescaling costs nothing.
+
+Protocol, per step of the kernel with the step's own gradient g = ∇Ũ(θ_t):
+
+    state = p.prepare(state, g)   # before the move (RMSprop: initialise V at the first step)
+    M = state.mass                # the mass this step uses; ``recipe_at`` reads the same M
+    ... move ...
+    state = p.update(state, g)    # fold g into the statistics; M may change for the next step
+
+M never depends on the current θ — only on past gradients — so every recipe has Γ = 0 and
+each step is an exact discretisation of the recipe with the M it uses. What is approximate is
+the *history* dependence, which the checker reports when M changes from one step to the next:
+
+* :class:`RMSprop` (pSGLD, Li et al. 2016): V ← αV + (1−α)g², M = λ + √V (G = 1/(λ + √V)),
+  updated every step → approximate ("depends on gradient history");
+* :class:`Layerwise` (Wenzel et al. 2020, App. D, Alg. 4): per leaf l of θ,
+  m_l = √(mean over the leaf's entries of g², averaged over K gradients + ε), M_l = m_l / min m,
+  with g the mean-loss gradient ∇G̃ = ∇Ũ/n (``grad_scale`` = 1/n, set at ``bind``). ``"fixed"``:
+  estimated once from the first K gradients, then frozen; ``"semi"`` (semi-adaptive): re-estimated
+  from the last K gradients of every window of ``update_every`` steps (default one epoch,
+  ``target.num_batches``). Between updates the recipe is constant → exact.
+* :class:`Identity`: M = I.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from bdl.kernels.base import EnergyAndGrad, Info, tree_norm
+from bdl.kernels.integrators import INTEGRATORS
+from bdl.kernels.recipe import Context, Recipe
+
+PyTree = Any
+
+_DEFAULT_UPDATE_EVERY = 100  # steps, when the target has no epochs (e.g. a bdl.Potential)
+
+
+class PreconditionerState(NamedTuple):
+    """``mass``: the diagonal M the next step uses; ``stats``: running gradient statistics;
+    ``count``: gradients folded in so far."""
+
+    mass: PyTree
+    stats: PyTree
+    count: jax.Array
+
+
+class PreconditionedState(NamedTuple):
+    """Kernel state with a preconditioner: recipe variables ``z`` and the preconditioner's history
+    (not part of z: the checker treats it as gradient history)."""
+
+    z: dict[str, PyTree]
+    precond: PreconditionerState
+
+
+class Preconditioner(eqx.Module):
+    """A diagonal mass M adapted from past stochastic gradients (see module docstring)."""
+
+    def bind(self, target: Any) -> Preconditioner:
+        """This preconditioner with target-dependent settings (n, epoch length) resolved."""
+        return self
+
+    @abc.abstractmethod
+    def init(self, position: PyTree) -> PreconditionerState:
+        """The state before any gradient was seen."""
+
+    def prepare(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
+        """Called with the step's gradient before the move (identity unless overridden)."""
+        return state
+
+    @abc.abstractmethod
+    def update(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
+        """Fold the step's gradient into the statistics; possibly a new mass for the next step."""
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether M can change after every step (the checker then finds history dependence)."""
+        return False
+
+
+def _leaf_scalars(position: PyTree, value: float) -> PyTree:
+    return jax.tree.map(lambda x: jnp.full((), value, jnp.result_type(x)), position)
+
+
+def inverse(mass: PyTree) -> PyTree:
+    """G = M⁻¹ leafwise."""
+    return jax.tree.map(lambda m: 1.0 / m, mass)
+
+
+def rescale_momentum(r: PyTree, old_mass: PyTree, new_mass: PyTree) -> PyTree:
+    """r ← M_new^{1/2} M_old^{−1/2} r (Wenzel et al. 2020, App. D): M^{−1/2}r is preserved."""
+    return jax.tree.map(lambda x, mo, mn: x * jnp.sqrt(mn / mo), r, old_mass, new_mass)
+
+
+# --------------------------------------------------------------------------------- identity
+class Identity(Preconditioner):
+    """M = I (one 0-d array per leaf)."""
+
+    def init(self, position: PyTree) -> PreconditionerState:
+        return PreconditionerState(_leaf_scalars(position, 1.0), (), jnp.zeros((), jnp.int32))
+
+    def update(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
+        return state._replace(count=state.count + 1)
+
+
+# ---------------------------------------------------------------------------------- RMSprop
+class RMSprop(Preconditioner):
+    """pSGLD's preconditioner (Li et al. 2016): V ← αV + (1−α)g², G = 1/(λ + √V), i.e. M = λ + √V.
+
+    G_t uses the gradients of steps < t (V is updated after the move), except at the very first
+    step, which initialises V = g₁² from its own gradient (instead of V = 0, whose G = 1/λ would
+    make the first steps explode). Li et al. (2016, Alg. 1) fold g_t in before the move; the
+    one-step lag makes G_t independent of the current θ, so Γ = 0 is exact for each step and the
+    only approximation is the adaptation itself.
+
+    Args:
+        alpha: EMA decay α ∈ [0, 1) (default 0.99, as Li et al. 2016).
+        eps: λ > 0, the regulariser of the diagonal (default 1e-5, as Li et al. 2016).
+    """
+
+    alpha: float = 0.99
+    eps: float = 1e-5
+
+    def __check_init__(self) -> None:
+        if not 0.0 <= self.alpha < 1.0:
+            raise ValueError(f"rmsprop: alpha must be in [0, 1); got {self.alpha}.")
+        if not self.eps > 0:
+            raise ValueError(f"rmsprop: eps must be > 0; got {self.eps}.")
+
+    @property
+    def adaptive(self) -> bool:
+        return True
+
+    def init(self, position: PyTree) -> PreconditionerState:
+        ones = jax.tree.map(jnp.ones_like, position)
+        zeros = jax.tree.map(jnp.zeros_like, position)
+        return PreconditionerState(ones, zeros, jnp.zeros((), jnp.int32))
+
+    def _mass(self, v: PyTree) -> PyTree:
+        return jax.tree.map(lambda x: self.eps + jnp.sqrt(x), v)
+
+    def prepare(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
+        first = state.count == 0
+        v = jax.tree.map(lambda s, g: jnp.where(first, g * g, s), state.stats, grad)
+        return state._replace(mass=self._mass(v), stats=v)
+
+    def update(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
+        a = self.alpha
+        v = jax.tree.map(lambda s, g: a * s + (1.0 - a) * g * g, state.stats, grad)
+        return PreconditionerState(self._mass(v), v, state.count + 1)
+
+
+# -------------------------------------------------------------------------------- layerwise
+class Layerwise(Preconditioner):
+    """Wenzel et al. (2020, App. D) layerwise diagonal mass, fixed or semi-adaptive.
+
+    Per leaf l (one "model variable"), from K stochastic gradients g^(k) of the mean loss
+    (g = ``grad_scale``·∇Ũ with ``grad_scale`` = 1/n after :meth:`bind`):
+
+        m_l = √( (1/K) Σ_k mean_i (g^(k)_{l,i})² + ε ),    M_l = m_l / min_j m_j.
+
+    The gradients are the ones the kernel computes at its own steps (at the chain's current θ,
+    whereas Alg. 4 of the paper evaluates K fresh minibatches at a fixed θ). M = I until the
+    first estimate.
+
+    Args:
+        mode: ``"semi"`` (re-estimated at the end of every window of ``update_every`` steps from
+            its last K gradients) or ``"fixed"`` (estimated once from the first K gradients).
+        update_every: window length in steps (``"semi"``); ``None``: one epoch,
+            ``target.num_batches``, resolved at :meth:`bind` (100 when the target has no epochs
+            or the preconditioner is unbound).
+        num_gradients: K (default 32, as the paper); at most ``update_every``.
+        eps: ε (default 1e-7, as the paper).
+        grad_scale: factor applied to ∇Ũ before squaring; ``None``: 1/n at :meth:`bind` (1 when
+            unbound).
+    """
+
+    mode: Literal["semi", "fixed"] = eqx.field(static=True, default="semi")
+    update_every: int | None = eqx.field(static=True, default=None)
+    num_gradients: int = eqx.field(static=True, default=32)
+    eps: float = 1e-7
+    grad_scale: float | None = None
+
+    def __check_init__(self) -> None:
+        if self.mode not in ("semi", "fixed"):
+            raise ValueError(f"layerwise: mode must be 'semi' or 'fixed'; got {self.mode!r}.")
+        if self.update_every is not None and (
+            not isinstance(self.update_every, int) or self.update_every < 1
+        ):
+            raise ValueError(
+                f"layerwise: update_every must be an int >= 1; got {self.update_every}."
+            )
+        if not isinstance(self.num_gradients, int) or self.num_gradients < 1:
+            raise ValueError(
+                f"layerwise: num_gradients must be an int >= 1; got {self.num_gradients}."
+            )
+        if not self.eps >= 0:
+            raise ValueError(f"layerwise: eps must be >= 0; got {self.eps}.")
+        if self.grad_scale is not None and not self.grad_scale > 0:
+            raise ValueError(f"layerwise: grad_scale must be > 0; got {self.grad_scale}.")
+
+    def bind(self, target: Any) -> Layerwise:
+        every = self.update_every
+        if every is None:
+            every = int(getattr(target, "num_batches", 0) or _DEFAULT_UPDATE_EVERY)
+        scale = self.grad_scale if self.grad_scale is not None else 1.0 / float(target.n)
+        return Layerwise(self.mode, every, self.num_gradients, self.eps, scale)
+
+    @property
+    def window(self) -> int:
+        """Steps per estimation window (``"semi"``); K for ``"fixed"``."""
+        if self.mode == "fixed":
+            return self.num_gradients
+        return self.update_every if self.update_every is not None else _DEFAULT_UPDATE_EVERY
+
+    @property
+    def gradients_per_estimate(self) -> int:
+        return min(self.num_gradients, self.window)
+
+    def init(self, position: PyTree) -> PreconditionerState:
+        return PreconditionerState(
+            _leaf_scalars(position, 1.0), _leaf_scalars(position, 0.0), jnp.zeros((), jnp.int32)
+        )
+
+    def update(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
+        count = state.count + 1  # gradients seen, this one included
+        k = self.gradients_per_estimate
+        if self.mode == "fixed":
+            use = count <= k
+            due = count == k
+        else:
+            pos = jnp.mod(count - 1, self.window)  # this gradient's place in its window
+            use = pos >= self.window - k
+            due = pos == self.window - 1
+        scale = 1.0 if self.grad_scale is None else self.grad_scale
+        stats = jax.tree.map(
+            lambda s, g: s + jnp.where(use, jnp.mean(jnp.square(scale * g)), 0.0).astype(s.dtype),
+            state.stats,
+            grad,
+        )
+        estimate = layerwise_mass(jax.tree.map(lambda s: s / k, stats), self.eps)
+        mass = jax.tree.map(lambda new, old: jnp.where(due, new, old), estimate, state.mass)
+        stats = jax.tree.map(lambda s: jnp.where(due, jnp.zeros_like(s), s), stats)
+        return PreconditionerState(mass, stats, count)
+
+
+def layerwise_mass(mean_square: PyTree, eps: float = 1e-7) -> PyTree:
+    """M_l = m_l / min_j m_j with m_l = √(mean_square_l + ε), one 0-d array per leaf."""
+    m = jax.tree.map(lambda v: jnp.sqrt(v + eps), mean_square)
+    smallest = jnp.min(jnp.stack([jnp.ravel(x)[0] for x in jax.tree.leaves(m)]))
+    return jax.tree.map(lambda x: x / smallest, m)
+
+
+# -------------------------------------------------------------------------------- factories
+def identity() -> Identity:
+    """M = I."""
+    return Identity()
+
+
+def rmsprop(alpha: float = 0.99, eps: float = 1e-5) -> RMSprop:
+    """pSGLD's RMSprop preconditioner (Li et al. 2016), adapted every step."""
+    return RMSprop(alpha, eps)
+
+
+def layerwise(
+    mode: Literal["semi", "fixed"] = "semi",
+    update_every: int | None = None,
+    num_gradients: int = 32,
+    eps: float = 1e-7,
+    grad_scale: float | None = None,
+) -> Layerwise:
+    """Wenzel et al. (2020, App. D) layerwise preconditioner (``"semi"`` or ``"fixed"``)."""
+    return Layerwise(mode, update_every, num_gradients, eps, grad_scale)
+
+
+def check_preconditioner(value: Any, owner: str) -> None:
+    """Raise a ValueError naming ``preconditioner`` unless ``value`` is one (or ``None``)."""
+    if value is not None and not isinstance(value, Preconditioner):
+        raise ValueError(
+            f"{owner}: preconditioner must be a bdl.kernels.preconditioners object (identity(), "
+            f"rmsprop(), layerwise()) or None; got {type(value).__name__}."
+        )
+
+
+# ------------------------------------------------------------------------- kernel plumbing
+def preconditioned_step(
+    preconditioner: Preconditioner,
+    recipe_for: Callable[[PyTree], Recipe],
+    integrator: str,
+    key: jax.Array,
+    state: PreconditionedState,
+    energy_and_grad: EnergyAndGrad,
+    step_size: jax.Array,
+    temperature: jax.Array,
+) -> tuple[PreconditionedState, Info]:
+    """One step of a recipe kernel whose recipe is ``recipe_for(M)``; the step's gradient then
+    feeds the preconditioner (M may change for the next step; z is not touched by the update —
+    kernels with momentum store the canonical p = M^{−1/2}r, which a change of M leaves as is)."""
+    energy, grad = energy_and_grad(state.z["theta"])
+    pstate = preconditioner.prepare(state.precond, grad)
+    recipe = recipe_for(pstate.mass)
+    z = INTEGRATORS[integrator](recipe, state.z, Context(energy, grad), step_size, temperature, key)
+    info = Info(energy, recipe.kinetic(z), tree_norm(grad), step_size, temperature)
+    return PreconditionedState(z, preconditioner.update(pstate, grad)), info

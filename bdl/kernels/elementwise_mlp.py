@@ -1,0 +1,282 @@
+"""Elementwise MLPs: the meta-learned part of NNSGHMC, L2E and Kinetic-L2E, and their files.
+
+A learned sampler applies one tiny MLP to a feature vector per coordinate, for every coordinate of
+a parameter pytree at once (Andrychowicz et al. 2016; Gong et al. 2019; Kim et al. 2024): each
+coordinate i of each leaf gets features (x₁ᵢ, …, x_Fᵢ) — a feature is a θ-shaped pytree or a
+global scalar broadcast to every coordinate — and the MLP maps them to ``out`` numbers. The cost is
+O(d·H) for d coordinates and H hidden units, with no coupling between coordinates.
+
+Meta-parameters of a learned kernel are a ``dict[str, ElementwiseMLP]``; they are saved to and
+loaded from ``.npz`` files (:func:`save_meta_params`, :func:`load_meta_params`) that need no code
+to rebuild the networks. Trained parameters shipped with the package live in
+``bdl/kernels/meta_params/<kernel>.npz`` and are picked up by :func:`resolve_meta_params`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+PyTree = Any
+MetaParams = dict[str, "ElementwiseMLP"]
+
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "tanh": jnp.tanh,
+    "relu": jax.nn.relu,
+    "gelu": jax.nn.gelu,
+    "softplus": jax.nn.softplus,
+    "swish": jax.nn.swish,
+}
+
+#: the seed of the random meta-parameters used when none are given and none are shipped
+DEFAULT_SEED = 0
+
+
+class ElementwiseMLP(eqx.Module):
+    """An MLP ``in → hidden… → out`` applied independently to every coordinate.
+
+    ``weights[k]`` has shape (fan_in, fan_out) and ``biases[k]`` (fan_out,); the activation follows
+    every layer but the last. Build one with :func:`init_mlp`.
+    """
+
+    weights: tuple[jax.Array, ...]
+    biases: tuple[jax.Array, ...]
+    activation: str = eqx.field(static=True, default="tanh")
+
+    def __check_init__(self) -> None:
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}; got {self.activation!r}."
+            )
+        if len(self.weights) != len(self.biases) or not self.weights:
+            raise ValueError("weights and biases must be non-empty and of equal length.")
+
+    @property
+    def in_features(self) -> int:
+        return int(self.weights[0].shape[0])
+
+    @property
+    def out_features(self) -> int:
+        return int(self.weights[-1].shape[1])
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return (self.in_features, *(int(w.shape[1]) for w in self.weights))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """Features ``(..., in)`` to outputs ``(..., out)``."""
+        return self._layers(self._first(list(jnp.moveaxis(x, -1, 0))))
+
+    def _first(self, inputs: Sequence[Any]) -> jax.Array:
+        """First layer as Σ_k W_k·x_k + b, hidden units leading: ``(hidden, *coordinates)``.
+
+        Scalars broadcast without materialising a feature array; with the coordinates on the
+        minor axis the elementwise work vectorises and later layers are (out × in)·(in × N)
+        matrix products.
+        """
+        w = self.weights[0]
+        shape = jnp.broadcast_shapes(*(jnp.shape(x) for x in inputs))
+        expand = (slice(None),) + (None,) * len(shape)
+        acc = self.biases[0][expand]
+        for k, x in enumerate(inputs):
+            acc = acc + w[k][expand] * jnp.asarray(x)
+        return acc
+
+    def _layers(self, h: jax.Array) -> jax.Array:
+        """Hidden layers and the output layer on ``(units, *coordinates)``; returns
+        ``(*coordinates, out)``."""
+        act = ACTIVATIONS[self.activation]
+        for w, b in zip(self.weights[1:], self.biases[1:], strict=True):
+            h = jnp.tensordot(w, act(h), axes=(0, 0)) + b[(slice(None),) + (None,) * (h.ndim - 1)]
+        return jnp.moveaxis(h, 0, -1)
+
+    def map_tree(self, *inputs: Any) -> tuple[PyTree, ...]:
+        """Apply to per-coordinate features given as θ-shaped pytrees or global scalars.
+
+        Returns ``out_features`` pytrees shaped like the (first) pytree input: output k at
+        coordinate i is MLP(x₁ᵢ, …, x_Fᵢ)_k.
+        """
+        if len(inputs) != self.in_features:
+            raise ValueError(f"this MLP takes {self.in_features} features; got {len(inputs)}.")
+        ref = next((x for x in inputs if not _is_scalar(x)), None)
+        if ref is None:
+            out = self._layers(self._first(inputs))
+            return tuple(out[..., k] for k in range(self.out_features))
+        leaves, treedef = jax.tree.flatten(ref)
+        if len(leaves) == 1:
+            flat = [x if _is_scalar(x) else treedef.flatten_up_to(x)[0] for x in inputs]
+            out = self._layers(self._first(flat))
+            return tuple(
+                jax.tree.unflatten(treedef, [out[..., k]]) for k in range(self.out_features)
+            )
+        # one MLP over all coordinates: the network appears once in the compiled program, not
+        # once per leaf (compile time independent of the number of leaves)
+        flat = [
+            x
+            if _is_scalar(x)
+            else jnp.concatenate([jnp.ravel(v) for v in treedef.flatten_up_to(x)])
+            for x in inputs
+        ]
+        out = self._layers(self._first(flat))
+        splits = np.cumsum([int(np.size(v)) for v in leaves])[:-1]
+        parts = jnp.split(out, splits, axis=0)
+        return tuple(
+            jax.tree.unflatten(
+                treedef, [p[:, k].reshape(jnp.shape(v)) for p, v in zip(parts, leaves, strict=True)]
+            )
+            for k in range(self.out_features)
+        )
+
+
+def _is_scalar(x: Any) -> bool:
+    return isinstance(x, int | float) or (
+        hasattr(x, "shape") and x.shape == () and not isinstance(x, dict | list | tuple)
+    )
+
+
+def init_mlp(
+    key: jax.Array,
+    sizes: Sequence[int],
+    *,
+    activation: str = "tanh",
+    final_scale: float = 1.0,
+) -> ElementwiseMLP:
+    """Random MLP with layer sizes ``(in, hidden…, out)``: LeCun-normal weights N(0, 1/fan_in),
+    zero biases, the last layer's weights multiplied by ``final_scale`` (0 gives a zero output)."""
+    sizes = tuple(int(s) for s in sizes)
+    if len(sizes) < 2 or min(sizes) < 1:
+        raise ValueError(f"sizes must be (in, hidden..., out) with positive entries; got {sizes}.")
+    if not math.isfinite(final_scale) or final_scale < 0:
+        raise ValueError(f"final_scale must be a finite number >= 0; got {final_scale}.")
+    keys = jax.random.split(key, len(sizes) - 1)
+    weights, biases = [], []
+    for i, (k, fan_in, fan_out) in enumerate(zip(keys, sizes[:-1], sizes[1:], strict=True)):
+        w = jax.random.normal(k, (fan_in, fan_out)) / math.sqrt(fan_in)
+        if i == len(sizes) - 2:
+            w = w * final_scale
+        weights.append(w)
+        biases.append(jnp.zeros((fan_out,), w.dtype))
+    return ElementwiseMLP(tuple(weights), tuple(biases), activation)
+
+
+# ------------------------------------------------------------------------- meta-parameter files
+def save_meta_params(path: str | os.PathLike, kernel_or_params: Any) -> Path:
+    """Write a kernel's meta-parameters (or a ``dict[str, ElementwiseMLP]``) to an ``.npz`` file.
+
+    The file holds every weight and bias as float arrays plus a JSON header with the activations,
+    so :func:`load_meta_params` rebuilds the networks without any code or skeleton.
+    """
+    params = getattr(kernel_or_params, "meta_params", kernel_or_params)
+    _validate_params(params)
+    arrays: dict[str, np.ndarray] = {}
+    header = {"format": "bdl-meta-params-1", "networks": {}}
+    for name, mlp in params.items():
+        header["networks"][name] = {"activation": mlp.activation, "layers": len(mlp.weights)}
+        for i, (w, b) in enumerate(zip(mlp.weights, mlp.biases, strict=True)):
+            arrays[f"{name}/w{i}"] = np.asarray(w)
+            arrays[f"{name}/b{i}"] = np.asarray(b)
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_suffix(".npz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, __header__=np.asarray(json.dumps(header)), **arrays)
+    return path
+
+
+def load_meta_params(path: str | os.PathLike) -> MetaParams:
+    """Read meta-parameters written by :func:`save_meta_params`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no meta-parameter file at {path}.")
+    with np.load(path, allow_pickle=False) as data:
+        if "__header__" not in data:
+            raise ValueError(f"{path} is not a bdl meta-parameter file (no header).")
+        header = json.loads(str(data["__header__"]))
+        params = {}
+        for name, spec in header["networks"].items():
+            n = int(spec["layers"])
+            params[name] = ElementwiseMLP(
+                tuple(jnp.asarray(data[f"{name}/w{i}"]) for i in range(n)),
+                tuple(jnp.asarray(data[f"{name}/b{i}"]) for i in range(n)),
+                spec["activation"],
+            )
+    return params
+
+
+def shipped_meta_params_path(kernel_name: str) -> Path | None:
+    """``bdl/kernels/meta_params/<kernel_name>.npz`` if the package ships trained parameters."""
+    try:
+        candidate = resources.files("bdl.kernels").joinpath("meta_params", f"{kernel_name}.npz")
+    except (ModuleNotFoundError, FileNotFoundError):  # pragma: no cover - broken install
+        return None
+    return Path(str(candidate)) if candidate.is_file() else None
+
+
+def resolve_meta_params(
+    kernel_name: str,
+    meta_params: Any,
+    seed: int | None,
+    random_init: Callable[[int], MetaParams],
+) -> MetaParams:
+    """The meta-parameters a learned kernel uses, in order of precedence:
+
+    1. ``meta_params``: a ``dict[str, ElementwiseMLP]`` or the path of a saved file;
+    2. ``seed``: random initial meta-parameters ``random_init(seed)``;
+    3. the parameters shipped in ``bdl/kernels/meta_params/<kernel_name>.npz``, if present;
+    4. ``random_init(DEFAULT_SEED)``.
+    """
+    if meta_params is not None and seed is not None:
+        raise ValueError(f"{kernel_name}: give meta_params or seed, not both.")
+    if isinstance(meta_params, str | os.PathLike):
+        return load_meta_params(meta_params)
+    if meta_params is not None:
+        _validate_params(meta_params)
+        return dict(meta_params)
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+            raise TypeError(f"{kernel_name}: seed must be an integer; got {seed!r}.")
+        return random_init(int(seed))
+    shipped = shipped_meta_params_path(kernel_name)
+    if shipped is not None:
+        return load_meta_params(shipped)
+    return random_init(DEFAULT_SEED)
+
+
+def check_architecture(
+    kernel_name: str, params: MetaParams, expected: dict[str, tuple[int, int]]
+) -> None:
+    """Raise ``ValueError`` naming ``meta_params`` unless ``params`` has exactly the networks of
+    ``expected`` (name → (in_features, out_features))."""
+    _validate_params(params)
+    if set(params) != set(expected):
+        raise ValueError(
+            f"{kernel_name}: meta_params must have networks {sorted(expected)}; "
+            f"got {sorted(params)}."
+        )
+    for name, (n_in, n_out) in expected.items():
+        mlp = params[name]
+        if (mlp.in_features, mlp.out_features) != (n_in, n_out):
+            raise ValueError(
+                f"{kernel_name}: meta_params[{name!r}] must map {n_in} features to {n_out} "
+                f"outputs; got {mlp.in_features} → {mlp.out_features}."
+            )
+
+
+def _validate_params(params: Any) -> None:
+    if not isinstance(params, dict) or not all(
+        isinstance(k, str) and isinstance(v, ElementwiseMLP) for k, v in params.items()
+    ):
+        raise TypeError(
+            "meta_params must be a dict of name -> ElementwiseMLP (or the path of a file "
+            f"written by save_meta_params); got {type(params).__name__}."
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bdl.cli import check_cmd, demo, kernels_cmd, sample_cmd, validate_cmd
+from bdl.cli import check_cmd, demo, kernels_cmd, meta_train_cmd, sample_cmd, validate_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,7 +13,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bdl", description="Bayesian deep learning with stochastic-gradient MCMC."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (demo, sample_cmd, kernels_cmd, check_cmd, validate_cmd):
+    for command in (demo, sample_cmd, kernels_cmd, check_cmd, validate_cmd, meta_train_cmd):
         command.add_parser(sub)
     return parser
 

@@ -1,7 +1,8 @@
 """Checker verdicts of the registered kernels, cached on disk.
 
 A verdict is recomputed whenever the kernel sources or the default hyper-parameters change: the
-cache key hashes every file of ``bdl/kernels`` and the registered defaults.
+cache key hashes every source file of ``bdl/kernels``, the shipped meta-parameters and the
+registered defaults.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def cache_dir() -> Path:
 
 def _source_hash() -> str:
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    here = Path(__file__).parent
+    for path in sorted([*here.glob("*.py"), *here.glob("meta_params/*.npz")]):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -1,6 +1,11 @@
 """Validation against the gold standard: NumPyro NUTS on the same compiled model."""
 
-from bdl.validation.compare import Row, compare_functions, compare_parameters
+from bdl.validation.compare import (
+    Row,
+    compare_closed_form,
+    compare_functions,
+    compare_parameters,
+)
 from bdl.validation.reference import (
     ESS_MIN,
     RHAT_MAX,
@@ -17,6 +22,7 @@ __all__ = [
     "Row",
     "UntrustedReferenceError",
     "ValidationReport",
+    "compare_closed_form",
     "compare_functions",
     "compare_parameters",
     "nuts_reference",

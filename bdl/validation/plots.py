@@ -99,3 +99,88 @@ def _leaves(tree: Any) -> list:
     import jax
 
     return jax.tree.leaves(tree)
+
+
+def plot_case(
+    path: Path, target: Any, reference: Reference, drawn: dict[str, Samples], title: str
+) -> Path:
+    """One figure per suite case, one panel per kernel, NUTS in every panel.
+
+    Parameter space: the marginal of the parameter the kernel gets most wrong (largest
+    standardised mean error), NUTS filled and the kernel as a line. Classifiers: each held-out
+    input's BMA class probabilities, NUTS against the kernel (the diagonal is agreement).
+    Regression networks: the NUTS predictive mean ± 2 sd as a band, the kernel's as lines, and
+    the training data — for 1-D inputs the epistemic band across the gap.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(drawn)
+    ncols = min(5, len(names))
+    nrows = -(-len(names) // ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(3.3 * ncols, 2.8 * nrows), squeeze=False, sharex=False
+    )
+    classification = (
+        isinstance(target, CompiledModel) and target.likelihood.task == "classification"
+    )
+    if reference.space == "parameter":
+        r = parameter_summaries(reference.positions)
+        r = r.reshape(-1, r.shape[-1])
+        r_mean, r_sd = r.mean(0), r.std(0)
+    elif classification:
+        q = np.asarray(predictive_per_sample(target, reference.positions).mean(0))
+    else:
+        x, _ = evaluation_inputs(target, 500)
+        rm, rs = (np.asarray(a) for a in _mixture_moments(target, reference.positions))
+    for ax, name in zip(axes.ravel(), names, strict=False):
+        samples = drawn[name]
+        if reference.space == "parameter":
+            k = parameter_summaries(samples.positions)
+            k = k.reshape(-1, k.shape[-1])
+            j = int(np.nanargmax(np.abs((k.mean(0) - r_mean) / r_sd)))
+            lo = min(np.nanmin(k[:, j]), r[:, j].min())
+            hi = max(np.nanmax(k[:, j]), r[:, j].max())
+            bins = np.linspace(lo, hi, 40) if np.isfinite(lo + hi) else 40
+            ax.hist(r[:, j], bins, density=True, alpha=0.4, color="C0", label="NUTS")
+            ax.hist(k[:, j], bins, density=True, histtype="step", lw=1.5, color="C1", label=name)
+            ax.set_title(f"{name}: parameter #{j}", fontsize=9)
+        elif classification:
+            p = np.asarray(predictive_per_sample(target, samples.positions).mean(0))
+            ax.scatter(q.ravel(), p.ravel(), s=2, alpha=0.3, color="C1")
+            ax.plot([0, 1], [0, 1], "k--", lw=0.8)
+            ax.set_title(f"{name} vs NUTS probabilities", fontsize=9)
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1)
+        else:
+            km, ks = (np.asarray(a) for a in _mixture_moments(target, samples.positions))
+            xs = np.asarray(x)[:, 0]
+            order = np.argsort(xs)
+            xs = xs[order]
+            ax.fill_between(
+                xs,
+                (rm - 2 * rs)[order],
+                (rm + 2 * rs)[order],
+                alpha=0.3,
+                color="C0",
+                label="NUTS ±2 sd",
+            )
+            ax.plot(xs, km[order], color="C1", lw=1.2, label=f"{name} mean ±2 sd")
+            ax.plot(xs, (km - 2 * ks)[order], "--", color="C1", lw=0.8)
+            ax.plot(xs, (km + 2 * ks)[order], "--", color="C1", lw=0.8)
+            ax.scatter(np.asarray(target.x_train)[:, 0], np.asarray(target.y_train), s=3, color="k")
+            ax.set_ylim(float(np.min(rm - 4 * rs)), float(np.max(rm + 4 * rs)))
+            ax.set_title(name, fontsize=9)
+        ax.tick_params(labelsize=7)
+        if not classification:
+            ax.legend(fontsize=6)
+    for ax in axes.ravel()[len(names) :]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

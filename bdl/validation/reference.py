@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -103,7 +104,9 @@ def gate(monitored: np.ndarray) -> tuple[float, float]:
 def _cache_key(target: Target, temperature: float, settings: dict[str, Any]) -> str:
     digest = hashlib.sha256()
     digest.update(target.name.encode())
-    digest.update(repr(getattr(target, "model", getattr(target, "potential", None))).encode())
+    declaration = repr(getattr(target, "model", getattr(target, "potential", None)))
+    # object addresses ("<function f at 0x7f…>") change from process to process
+    digest.update(re.sub(r" at 0x[0-9a-fA-F]+", "", declaration).encode())
     for leaf in jax.tree.leaves(target):
         if isinstance(leaf, jax.Array | np.ndarray):
             digest.update(np.asarray(leaf).tobytes())

@@ -24,4 +24,11 @@ def trainer(kernel: str) -> Any:
         raise ValueError(
             f"kernel must be one of {sorted(TRAINERS)} for meta-training; got {kernel!r}."
         )
-    return importlib.import_module(TRAINERS[kernel]).train
+    try:
+        module = importlib.import_module(TRAINERS[kernel])
+    except ModuleNotFoundError as err:
+        if err.name != TRAINERS[kernel]:
+            raise
+        message = f"kernel: meta-training of {kernel!r} is not part of this build."
+        raise ValueError(message) from None
+    return module.train

@@ -178,7 +178,8 @@ def test_meta_params_files_round_trip(tmp_path):
 def test_default_meta_params_prefer_shipped_file(tmp_path, monkeypatch):
     shipped = init_nnsghmc_params(123)
     path = save_meta_params(tmp_path / "nnsghmc.npz", shipped)
-    default = bdl.kernels.get("nnsghmc")
+    monkeypatch.setattr(elementwise_mlp, "shipped_meta_params_path", lambda name: None)
+    default = bdl.kernels.get("nnsghmc")  # nothing shipped: random parameters with the fixed seed
     seeded = init_nnsghmc_params(elementwise_mlp.DEFAULT_SEED)
     np.testing.assert_array_equal(default.meta_params["q"].weights[0], seeded["q"].weights[0])
     monkeypatch.setattr(elementwise_mlp, "shipped_meta_params_path", lambda name: path)

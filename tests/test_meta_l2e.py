@@ -1,0 +1,228 @@
+"""Meta-training of L2E and Kinetic-L2E: the antithetic ES estimator (Kim et al. 2024, Eq. 10),
+the BMA meta-loss (Eq. 7), checkpoint/resume, config validation and the command line."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import bdl
+from bdl.cli.main import main
+from bdl.kernels.elementwise_mlp import load_meta_params
+from bdl.meta import es, l2e_training
+from bdl.meta.config import load_config
+from bdl.meta.l2e_training import bma_meta_loss, validate_config, zero_heads
+from bdl.meta.tasks import HELD_OUT, TRAINING_FAMILIES, TaskDistribution
+
+TINY = {
+    "kernel": "l2e",
+    "seed": 3,
+    "iterations": 4,
+    "num_pairs": 2,
+    "sigma": 0.05,
+    "learning_rate": 0.05,
+    "num_steps": 30,
+    "burn_in": 10,
+    "thin": 5,
+    "init_final_scale": 0.1,
+    "families": ["prior-mlp-1"],
+    "held_out": "",
+    "checkpoint_every": 1,
+    "eval_repeats": 1,
+}
+TINY_TOML = """
+kernel = "{kernel}"
+seed = 3
+iterations = 2
+num_pairs = 2
+num_steps = 30
+burn_in = 10
+thin = 5
+families = ["prior-mlp-1"]
+held_out = ""
+eval_repeats = 0
+"""
+
+
+# ---------------------------------------------------------------------------- ES estimator
+def test_antithetic_es_gradient_matches_quadratic_gradient_within_mc_error():
+    """On L(φ) = ½φᵀAφ + bᵀφ each pair gives L(φ+η) − L(φ−η) = 2g·η exactly, so Eq. 10 is
+    ĝ = (1/N) Σ (g·ε_i) ε_i with ε ~ N(0, I): mean g, covariance Σ = (‖g‖²I + ggᵀ)/N. The
+    Mahalanobis distance N(ĝ − g)ᵀ(‖g‖²I + ggᵀ)⁻¹(ĝ − g) is then ≈ χ²_d."""
+    rng = np.random.default_rng(0)
+    m = rng.normal(size=(5, 5))
+    a = jnp.asarray(m @ m.T / 5 + np.eye(5), jnp.float32)
+    b = jnp.asarray(rng.normal(size=5), jnp.float32)
+    phi = {"u": jnp.asarray([0.3, -1.2], jnp.float32), "v": jnp.asarray([0.5, 0.1, 2.0])}
+
+    def flat(p):
+        return jnp.concatenate([p["u"], p["v"]])
+
+    def loss(p):
+        x = flat(p)
+        return 0.5 * x @ a @ x + b @ x
+
+    g = np.asarray(a @ flat(phi) + b, np.float64)
+    cov_unit = np.dot(g, g) * np.eye(5) + np.outer(g, g)  # N · Cov[ĝ]
+
+    n = 4000
+    estimate = jax.jit(es.es_gradient, static_argnums=0, static_argnames=("num_pairs", "sigma"))
+    mean_loss, grad = estimate(loss, phi, jax.random.key(1), num_pairs=n, sigma=0.1)
+    err = np.asarray(flat(grad), np.float64) - g
+    z = err / np.sqrt(np.diag(cov_unit) / n)
+    assert np.all(np.abs(z) < 4.0), z
+    mahalanobis = n * err @ np.linalg.solve(cov_unit, err)
+    assert mahalanobis < stats.chi2.ppf(0.999, df=5), mahalanobis
+    # the mean population loss is L(φ) + σ²tr(A)/2 in expectation
+    expected = float(loss(phi)) + 0.5 * 0.1**2 * float(jnp.trace(a))
+    assert abs(float(mean_loss) - expected) < 0.05
+
+    # the variance formula itself: 400 independent estimates with N = 8 pairs
+    keys = jax.random.split(jax.random.key(2), 400)
+    grads = jax.jit(
+        jax.vmap(lambda k: flat(es.es_gradient(loss, phi, k, num_pairs=8, sigma=0.1)[1]))
+    )(keys)
+    var = np.asarray(grads, np.float64).var(axis=0, ddof=1)
+    expected_var = np.diag(cov_unit) / 8
+    # a sample variance of 400 draws has relative sd ≈ √(2/399)·√(kurtosis factor) ≲ 0.15
+    np.testing.assert_allclose(var, expected_var, rtol=0.35)
+
+
+def test_antithetic_population_layout():
+    params = {"w": jnp.arange(3.0)}
+    eps = es.perturbations(jax.random.key(0), params, 4, 0.5)
+    assert eps["w"].shape == (4, 3)
+    pop = es.antithetic_population(params, eps)
+    np.testing.assert_allclose(pop["w"][:4], params["w"] + eps["w"])
+    np.testing.assert_allclose(pop["w"][4:], params["w"] - eps["w"])
+
+
+# ---------------------------------------------------------------------------- meta-loss
+def test_bma_meta_loss_by_hand():
+    # K = 3 samples, 2 held-out points: p(y*|x*, θ_k)
+    p = np.array([[0.5, 0.2], [0.1, 0.4], [0.3, 0.9]])
+    # point 1: mean p = 0.3 → −log 0.3; point 2: mean p = 0.5 → −log 0.5
+    expected = -(math.log(0.3) + math.log(0.5)) / 2
+    got = float(bma_meta_loss(jnp.log(jnp.asarray(p))))
+    assert got == pytest.approx(expected, rel=1e-6)
+    # the BMA loss is below the mean per-sample cross-entropy (the ensemble's "ambiguity")
+    assert got < float(-np.mean(np.log(p)))
+
+
+def test_zero_heads_make_the_learned_kernels_sghmc():
+    for name in ("l2e", "kinetic-l2e"):
+        cfg = validate_config({"kernel": name, "init_final_scale": 1.0})
+        params = l2e_training.init_params(cfg)
+        zero = zero_heads(params)
+        for mlp in zero.values():
+            assert not np.any(np.asarray(mlp.weights[-1])) and not np.any(mlp.biases[-1])
+            assert np.any(np.asarray(mlp.weights[0]))
+
+
+# ---------------------------------------------------------------------------- config
+@pytest.mark.parametrize(
+    ("update", "key"),
+    [
+        ({"sigmaa": 0.1}, "sigmaa"),
+        ({"sigma": -1.0}, "sigma"),
+        ({"num_pairs": 0}, "num_pairs"),
+        ({"iterations": 2.5}, "iterations"),
+        ({"families": ["digits-mlp-8", "nope"]}, "families"),
+        ({"held_out": "digits-mlp-8"}, "held_out"),
+        ({"burn_in": 5000}, "burn_in"),
+        ({"init_momentum": "random"}, "init_momentum"),
+    ],
+)
+def test_bad_config_keys_raise_naming_the_key(update, key, tmp_path):
+    with pytest.raises(ValueError, match=key):
+        validate_config({"kernel": "l2e", **update})
+    with pytest.raises(ValueError, match=key):
+        l2e_training.train({"kernel": "kinetic-l2e", **update}, tmp_path, progress=False)
+
+
+def test_shipped_configs_are_valid_and_hold_out_breast_cancer():
+    for name in ("l2e", "kinetic-l2e"):
+        cfg = validate_config(load_config(None, name))
+        assert cfg["held_out"] == HELD_OUT and HELD_OUT not in cfg["families"]
+        assert set(cfg["families"]) == set(TRAINING_FAMILIES)
+        assert cfg["num_steps"] >= 1000
+    with pytest.raises(ValueError, match="held_out"):
+        TaskDistribution([*TRAINING_FAMILIES, HELD_OUT], HELD_OUT)
+
+
+def test_tasks_replay_from_seed_and_iteration():
+    dist = TaskDistribution(["prior-mlp-1"], None)
+    a, b = dist.sample(7, 11), dist.sample(7, 11)
+    assert a.name == b.name and a.data_seed % 2 == 0
+    np.testing.assert_array_equal(a.model.x_train, b.model.x_train)
+    assert all(t.data_seed % 2 == 1 for t in dist.evaluation_tasks(7))
+
+
+# ---------------------------------------------------------------------------- train/resume
+def _read_params(path):
+    return jax.tree.leaves(load_meta_params(path))
+
+
+def test_train_checkpoint_resume_is_bitwise_equal(tmp_path):
+    whole = l2e_training.train(TINY, tmp_path / "whole", progress=False)
+    assert whole.iterations == 4 and len(whole.history) == 4
+
+    # eval_repeats may change on resume; skipping the evaluation keeps the test fast
+    split = {**TINY, "eval_repeats": 0}
+    first = l2e_training.train({**split, "iterations": 2}, tmp_path / "split", progress=False)
+    assert first.iterations == 2
+    assert json.loads((tmp_path / "split" / "history.json").read_text())["iteration"] == 2
+    with pytest.raises(ValueError, match="--resume"):
+        l2e_training.train(split, tmp_path / "split", progress=False)
+    with pytest.raises(ValueError, match="sigma"):
+        l2e_training.train({**split, "sigma": 0.1}, tmp_path / "split", resume=True, progress=False)
+    resumed = l2e_training.train(split, tmp_path / "split", resume=True, progress=False)
+    assert resumed.iterations == 4
+
+    for x, y in zip(
+        _read_params(whole.meta_params_path), _read_params(resumed.meta_params_path), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert [h["loss"] for h in whole.history] == [h["loss"] for h in resumed.history]
+    assert all(np.isfinite(h["loss"]) and np.isfinite(h["sghmc_loss"]) for h in whole.history)
+    for name in ("loss.png", "eval.json", "checkpoint.npz", "l2e.npz"):
+        assert (tmp_path / "whole" / name).is_file()
+    evaluation = json.loads((tmp_path / "whole" / "eval.json").read_text())
+    assert evaluation[0]["family"] == "prior-mlp-1" and np.isfinite(evaluation[0]["l2e"])
+
+
+def test_ctrl_c_saves_a_checkpoint(tmp_path, monkeypatch):
+    real = l2e_training.es_step
+    calls = []
+
+    def interrupt_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(l2e_training, "es_step", interrupt_second)
+    with pytest.raises(KeyboardInterrupt):
+        l2e_training.train({**TINY, "checkpoint_every": 10}, tmp_path, progress=False)
+    record = json.loads((tmp_path / "history.json").read_text())
+    assert record["iteration"] == 1 and len(record["history"]) == 1
+    assert (tmp_path / "checkpoint.npz").is_file()
+
+
+# ---------------------------------------------------------------------------- command line
+@pytest.mark.parametrize("kernel", ["l2e", "kinetic-l2e"])
+def test_cli_meta_train_runs(kernel, tmp_path, capsys):
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY_TOML.format(kernel=kernel))
+    out = tmp_path / "out"
+    code = main(["meta-train", kernel, "--config", str(config), "--out", str(out), "--quiet"])
+    assert code == 0
+    assert "2 iterations" in capsys.readouterr().out
+    path = out / f"{kernel}.npz"
+    kernel_obj = bdl.kernels.get(kernel, meta_params=path, step_size=0.01)
+    assert kernel_obj.meta_params.keys() == load_meta_params(path).keys()
+    assert (out / "loss.png").is_file()

@@ -36,6 +36,7 @@ from bdl.kernels.elementwise_mlp import (
 from bdl.kernels.nnsghmc import _check_lr
 from bdl.kernels.recipe import Blocks, Context, GroupKind, Recipe
 from bdl.kernels.recipe_kernel import RecipeKernel
+from bdl.kernels.sghmc import langevin_from_sgd
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -131,13 +132,9 @@ class KineticL2E(RecipeKernel):
     def bind(self, target: Any) -> KineticL2E:
         if self.learning_rate is None:
             return self
-        n = float(target.n)
+        step_size, friction = langevin_from_sgd(self.learning_rate, self.momentum, target.n)
         return dataclasses.replace(
-            self,
-            step_size=math.sqrt(self.learning_rate / n),
-            friction=(1.0 - self.momentum) * math.sqrt(n / self.learning_rate),
-            learning_rate=None,
-            momentum=None,
+            self, step_size=step_size, friction=friction, learning_rate=None, momentum=None
         )
 
     def recipe(self) -> KineticL2ERecipe:

@@ -46,7 +46,7 @@ from bdl.kernels.integrators import INTEGRATORS
 from bdl.kernels.nnsghmc import _check_lr
 from bdl.kernels.recipe import Context
 from bdl.kernels.recipe_kernel import RecipeKernel
-from bdl.kernels.sghmc import HamiltonianRecipe
+from bdl.kernels.sghmc import HamiltonianRecipe, langevin_from_sgd
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -157,13 +157,9 @@ class L2E(RecipeKernel):
     def bind(self, target: Any) -> L2E:
         if self.learning_rate is None:
             return self
-        n = float(target.n)
+        step_size, friction = langevin_from_sgd(self.learning_rate, self.momentum, target.n)
         return dataclasses.replace(
-            self,
-            step_size=math.sqrt(self.learning_rate / n),
-            friction=(1.0 - self.momentum) * math.sqrt(n / self.learning_rate),
-            learning_rate=None,
-            momentum=None,
+            self, step_size=step_size, friction=friction, learning_rate=None, momentum=None
         )
 
     def recipe(self) -> L2ERecipe:

@@ -45,6 +45,7 @@ from bdl.kernels.elementwise_mlp import (
 )
 from bdl.kernels.recipe import Blocks, Context, GroupKind, Recipe
 from bdl.kernels.recipe_kernel import RecipeKernel
+from bdl.kernels.sghmc import langevin_from_sgd
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -187,12 +188,8 @@ class NNSGHMC(RecipeKernel):
         if self.num_data is None:
             changes["num_data"] = n
         if self.learning_rate is not None:
-            changes.update(
-                step_size=math.sqrt(self.learning_rate / n),
-                alpha=(1.0 - self.momentum) * math.sqrt(n / self.learning_rate),
-                learning_rate=None,
-                momentum=None,
-            )
+            step_size, alpha = langevin_from_sgd(self.learning_rate, self.momentum, n)
+            changes.update(step_size=step_size, alpha=alpha, learning_rate=None, momentum=None)
         return dataclasses.replace(self, **changes) if changes else self
 
     def recipe(self) -> NNSGHMCRecipe:

@@ -46,6 +46,13 @@ from bdl.kernels.recipe import Blocks, Context, GroupKind, Recipe
 from bdl.kernels.recipe_kernel import RecipeKernel, RecipeState
 from bdl.utils.trees import tree_normal_like
 
+
+def langevin_from_sgd(learning_rate: float, momentum: float, n: float) -> tuple[float, float]:
+    """(h, γ) of SGD(ℓ, β) on the mean loss: h = √(ℓ/n), γ = (1 − β)√(n/ℓ) (Wenzel et al. 2020,
+    App. B, Eq. 12–13); shared by every kernel with the learning-rate parameterisation."""
+    n = float(n)
+    return math.sqrt(learning_rate / n), (1.0 - momentum) * math.sqrt(n / learning_rate)
+
 PyTree = Any
 
 
@@ -171,9 +178,9 @@ class SGHMC(RecipeKernel):
         if self.preconditioner is not None:
             changes["preconditioner"] = self.preconditioner.bind(target)
         if self.learning_rate is not None:
-            n = target.n
-            changes["step_size"] = math.sqrt(self.learning_rate / n)
-            changes["friction"] = (1.0 - self.momentum) * math.sqrt(n / self.learning_rate)
+            changes["step_size"], changes["friction"] = langevin_from_sgd(
+                self.learning_rate, self.momentum, target.n
+            )
             changes["learning_rate"] = None
             changes["momentum"] = None
         return dataclasses.replace(self, **changes) if changes else self

@@ -97,7 +97,14 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     for case in cases:
         case_start = time.perf_counter()
-        result = suite.run_case(case, kernels=args.kernels, seed=args.seed, plot_dir=args.plots)
+        # a re-run of some kernels keeps the case's figure of all kernels
+        kept_plot = args.kernels and any(c["key"] == case.key and "plot" in c for c in stored)
+        result = suite.run_case(
+            case,
+            kernels=args.kernels,
+            seed=args.seed,
+            plot_dir=None if kept_plot else args.plots,
+        )
         result.update(
             command=command.strip(),
             date=datetime.date.today().isoformat(),

@@ -226,3 +226,24 @@ def test_cli_meta_train_runs(kernel, tmp_path, capsys):
     kernel_obj = bdl.kernels.get(kernel, meta_params=path, step_size=0.01)
     assert kernel_obj.meta_params.keys() == load_meta_params(path).keys()
     assert (out / "loss.png").is_file()
+
+
+def test_cli_meta_train_ctrl_c_exits_130_and_keeps_the_checkpoint(tmp_path, monkeypatch, capsys):
+    calls = {"n": 0}
+    real = l2e_training.es_step
+
+    def interrupt_second(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(l2e_training, "es_step", interrupt_second)
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY_TOML.format(kernel="l2e"))
+    out = tmp_path / "out"
+    code = main(["meta-train", "l2e", "--config", str(config), "--out", str(out), "--quiet"])
+    assert code == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err
+    assert (out / "checkpoint.npz").is_file()

@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, FileNotFoundError) as err:
         print(f"bdl {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # commands save what they collected before re-raising (checkpoints, draws)
+        print(f"bdl {args.command}: interrupted.", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

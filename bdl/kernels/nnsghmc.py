@@ -148,7 +148,7 @@ class NNSGHMC(RecipeKernel):
     momentum_scale: float = 1.0
     grad_scale: float = 1.0
     d_scale: float = 1.0
-    q_bound: float | None = None
+    q_bound: float | None = 4.0
     init_momentum: str = "zero"
     integrator: str = "symplectic_euler"
 

@@ -35,7 +35,14 @@ def build(
         model,
         data,
         batch_size=batch_size,
-        kernels={"sgld": {"step_size": 2e-4}, "sghmc": {"step_size": 5e-3, "friction": 20.0}},
+        kernels={
+            "sgld": {"step_size": 2e-4},
+            "sghmc": {"step_size": 5e-3, "friction": 20.0},
+            "kinetic-l2e": {"step_size": 5e-3, "friction": 20.0},
+            "l2e": {"step_size": 5e-3, "friction": 20.0},
+            # the shipped NNSGHMC's f_Q ≈ 4–5 multiplies step and friction (docs/kernels/nnsghmc.md)
+            "nnsghmc": {"step_size": 2.5e-3, "alpha": 10.0},
+        },
         num_steps=20_000,
         burn_in=2_000,
         thin=5,

@@ -25,7 +25,14 @@ def build(temperature: float = 1.0, batch_size: int = 64) -> bdl.ModelSpec:
         data,
         batch_size=batch_size,
         # validated against NUTS (docs/validation.md); SGLD needs ~200k steps at this step size
-        kernels={"sghmc": {"step_size": 0.015, "friction": 1.5}, "sgld": {"step_size": 3e-3}},
+        kernels={
+            "sghmc": {"step_size": 0.015, "friction": 1.5},
+            "sgld": {"step_size": 3e-3},
+            "kinetic-l2e": {"step_size": 0.015, "friction": 1.5},
+            "l2e": {"step_size": 0.015, "friction": 1.5},
+            # the shipped NNSGHMC's f_Q ≈ 4–5 multiplies step and friction (docs/kernels/nnsghmc.md)
+            "nnsghmc": {"step_size": 7.5e-3, "alpha": 0.75},
+        },
         num_steps=80_000,
         burn_in=2_000,
         thin=20,

@@ -230,6 +230,13 @@ def compare_functions(target: CompiledModel, draws: PyTree, reference: PyTree) -
             PREDICTIVE_SD_RATIO[0] <= ratio <= PREDICTIVE_SD_RATIO[1],
         ),
         Row(
+            "min predictive sd ratio",
+            float(jnp.min(k_sd / r_sd)),
+            None,
+            "reported",
+            None,
+        ),
+        Row(
             "RMSE of predictive mean",
             float(metrics.rmse(k_mean, y)),
             float(metrics.rmse(r_mean, y)),

@@ -3,7 +3,7 @@
 Every registered kernel on the small models of models/ (bdl/validation/suite.py), each against a
 cached NumPyro NUTS reference with the thresholds of bdl/validation/compare.py.
 
-    .venv/bin/python scripts/validation_suite.py                  # full suite, ≈ 1 h on 2 cores
+    .venv/bin/python scripts/validation_suite.py                  # full suite, ≈ 1.5 h on 2 cores
     .venv/bin/python scripts/validation_suite.py --quick          # smoke version, a few minutes
     .venv/bin/python scripts/validation_suite.py --models linear_regression --kernels sgld
 

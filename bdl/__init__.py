@@ -5,6 +5,7 @@ kernel from :mod:`bdl.kernels` (:func:`sample`).
 """
 
 from bdl import diagnostics, kernels, metrics
+from bdl.compilation_cache import enable_compilation_cache
 from bdl.compile import CompiledModel, CompiledPotential, compile
 from bdl.dsl import (
     Bernoulli,
@@ -50,6 +51,7 @@ __all__ = [
     "StudentT",
     "compile",
     "diagnostics",
+    "enable_compilation_cache",
     "kernels",
     "linear_ramp",
     "metrics",

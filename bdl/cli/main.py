@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from bdl.cli import check_cmd, demo, kernels_cmd, meta_train_cmd, sample_cmd, validate_cmd
@@ -31,5 +32,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def console_main() -> int:
+    """The ``bdl`` console script: :func:`main` with the persistent XLA compilation cache
+    (``bdl.enable_compilation_cache``) unless ``BDL_XLA_CACHE=0``."""
+    if os.environ.get("BDL_XLA_CACHE", "1") != "0":
+        from bdl.compilation_cache import enable_compilation_cache
+
+        enable_compilation_cache()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())

@@ -1,0 +1,72 @@
+"""The first ``bdl.sample`` call of a process, with and without the persistent XLA cache.
+
+Each measurement is a fresh Python process (nothing compiled yet). The model is the digits MLP of
+``_common.py`` and the kernel SGHMC (h = 1e-3, C = 1); the call runs ``--steps`` steps with one
+draw and one chain, so its time is almost all tracing and compilation. Three processes:
+
+1. no persistent cache (what a Python user gets by default);
+2. ``bdl.enable_compilation_cache`` on an empty directory (cold: compiles and writes);
+3. the same directory again (warm: what every later ``bdl`` command gets for the same model).
+
+Run: ``python benchmarks/first_call.py [--steps 1000] [--repeats 2]``. It prints the seconds of
+each, the median over the repeats, and the ratio warm / none. DESIGN §8's target is ≤ 3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import environment
+
+CHILD = """
+import sys, time
+sys.path.insert(0, {bench!r})
+import jax
+import bdl
+if {cache!r}:
+    bdl.enable_compilation_cache({cache!r})
+from _common import digits_mlp
+compiled = digits_mlp()
+kernel = bdl.kernels.get("sghmc", step_size=1e-3, friction=1.0)
+start = time.perf_counter()
+out = bdl.sample(compiled, kernel, num_steps={steps}, thin={steps}, num_chains=1, progress=False)
+jax.block_until_ready(out.positions)
+print(time.perf_counter() - start)
+"""
+
+
+def first_call(steps: int, cache: str) -> float:
+    code = CHILD.format(bench=str(Path(__file__).resolve().parent), cache=cache, steps=steps)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--repeats", type=int, default=2)
+    args = p.parse_args(argv)
+    print(environment(), flush=True)
+    rows: dict[str, list[float]] = {"no cache": [], "cold cache": [], "warm cache": []}
+    for _ in range(args.repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows["no cache"].append(first_call(args.steps, ""))
+            rows["cold cache"].append(first_call(args.steps, tmp))
+            rows["warm cache"].append(first_call(args.steps, tmp))
+    for name, values in rows.items():
+        shown = ", ".join(f"{v:.2f}" for v in values)
+        print(f"{name:<11} median {statistics.median(values):5.2f} s   ({shown})")
+    ratio = statistics.median(rows["warm cache"]) / statistics.median(rows["no cache"])
+    print(f"warm / no cache: {ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,6 +2,8 @@
 checker verdicts, reductions to SGHMC, L2E's features, meta-parameter files, and Gaussian moments
 of the exact kernels (exact whatever their meta-parameters: that is the point of the recipe)."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -260,3 +262,17 @@ def test_gaussian_moments_catch_a_dropped_gamma():
     )
     with pytest.raises(AssertionError, match="z-scores"):
         assert_moments(_draws(kernel, 24_000, seed=3), MEAN, COV, min_ess=1000)
+
+
+def test_nnsghmc_warns_when_its_friction_step_can_diverge():
+    target = bdl.compile(
+        bdl.Potential(lambda th: -0.5 * jnp.sum(th["x"] ** 2), init={"x": jnp.zeros(3)})
+    )
+    # f_Q ≤ β₀ + q_bound = 5, so h·α·25 = 2.5 at h = 0.02, α = 5 (the divergence seen in
+    # docs/meta-learning-nnsghmc.md); the suggested α is ≤ (1/h − c)/25
+    with pytest.warns(RuntimeWarning, match="alpha ≤ 2"):
+        bdl.kernels.get("nnsghmc", step_size=0.02, alpha=5.0).bind(target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bdl.kernels.get("nnsghmc", step_size=0.02, alpha=1.0).bind(target)
+        bdl.kernels.get("nnsghmc", step_size=0.02, alpha=5.0, q_bound=None).bind(target)

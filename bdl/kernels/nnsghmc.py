@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any
 
 import jax
@@ -190,7 +191,26 @@ class NNSGHMC(RecipeKernel):
         if self.learning_rate is not None:
             step_size, alpha = langevin_from_sgd(self.learning_rate, self.momentum, n)
             changes.update(step_size=step_size, alpha=alpha, learning_rate=None, momentum=None)
-        return dataclasses.replace(self, **changes) if changes else self
+        bound = dataclasses.replace(self, **changes) if changes else self
+        bound._warn_if_friction_unstable()
+        return bound
+
+    def _warn_if_friction_unstable(self) -> None:
+        """Warn when h·(α·max f_Q² + c) ≥ 2: the explicit friction update r ← (1 − h·D_rr)·r + …
+        can then amplify r (f_D ≥ 0 only adds to D_rr)."""
+        if self.q_bound is None or callable(self.step_size) or self.step_size is None:
+            return
+        f_max = max(abs(self.beta0 + self.q_bound), abs(self.beta0 - self.q_bound))
+        worst = float(self.step_size) * (self.alpha * f_max**2 + self.c)
+        if worst >= 2.0:
+            warnings.warn(
+                f"nnsghmc: h·(α·max f_Q² + c) = {worst:.3g} ≥ 2 (h = {float(self.step_size):.3g}, "
+                f"α = {self.alpha:.3g}, f_Q up to {f_max:.3g}), so the friction step can diverge "
+                f"where the networks output large f_Q; take alpha ≤ "
+                f"{(1.0 / float(self.step_size) - self.c) / f_max**2:.3g} or a smaller step_size.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def recipe(self) -> NNSGHMCRecipe:
         n = 1.0 if self.num_data is None else float(self.num_data)

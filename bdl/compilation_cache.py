@@ -18,7 +18,7 @@ from pathlib import Path
 
 import jax
 
-from bdl.kernels.verdicts import cache_dir
+from bdl.utils.cache import cache_dir
 
 
 def enable_compilation_cache(

@@ -57,6 +57,8 @@ import bdl
 from bdl import metrics
 from bdl.diagnostics import ess_bulk
 from bdl.meta.tasks import HELD_OUT, Task, make_task
+from bdl.optimise import minimise
+from bdl.validation.compare import predictive_per_sample
 
 CHAINS = 4
 BURN_IN = 2_000
@@ -103,11 +105,9 @@ def kernel_for(name: str, task: Task) -> tuple[Any, int, int]:
 
 def per_sample_probs(model: Any, positions: Any) -> jax.Array:
     """Predictive probabilities of every draw on the held-out inputs: ``(chains, draws, n, K)``."""
-
-    def one(position: Any) -> jax.Array:
-        return jax.nn.softmax(model.forward(position, model.x_test), axis=-1)
-
-    return jax.vmap(jax.vmap(one))(positions)
+    chains, draws = jax.tree.leaves(positions)[0].shape[:2]
+    probs = predictive_per_sample(model, positions, num=model.x_test.shape[0])
+    return probs.reshape(chains, draws, *probs.shape[1:])
 
 
 def run_sampler(name: str, task: Task, steps: int, seed: int) -> tuple[jax.Array, float]:
@@ -128,29 +128,12 @@ def run_sampler(name: str, task: Task, steps: int, seed: int) -> tuple[jax.Array
 def train_ensemble(task: Task, seed: int) -> tuple[jax.Array, float]:
     """CHAINS independent ensembles of DRAWS members: MAP by Adam on Ũ/n."""
     model = task.model
-    n = model.n
     members = CHAINS * DRAWS
     key = jax.random.key(seed)
     params = model.init_positions(jax.random.fold_in(key, 0), members)
     opt = optax.adam(ENSEMBLE_LR)
-
-    def train(position: Any, member_key: jax.Array) -> Any:
-        state = opt.init(position)
-        batches = model.init_batches(member_key)
-
-        def step(carry: Any, t: jax.Array) -> tuple[Any, None]:
-            pos, opt_state, batch_state = carry
-            batch, batch_state = model.next_batch(batch_state, t)
-            _, grad = model.stochastic_energy_and_grad(pos, batch)
-            updates, opt_state = opt.update(jax.tree.map(lambda g: g / n, grad), opt_state)
-            return (optax.apply_updates(pos, updates), opt_state, batch_state), None
-
-        carry = (position, state, batches)
-        (pos, _, _), _ = jax.lax.scan(step, carry, jnp.arange(ENSEMBLE_STEPS))
-        return pos
-
     keys = jax.random.split(jax.random.fold_in(key, 1), members)
-    run = jax.jit(jax.vmap(train))
+    run = jax.jit(jax.vmap(lambda p, k: minimise(model, opt, p, k, ENSEMBLE_STEPS)))
     jax.block_until_ready(run(params, keys))  # compile (and a first run)
     start = time.perf_counter()
     trained = jax.block_until_ready(run(params, keys))

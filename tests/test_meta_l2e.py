@@ -195,7 +195,8 @@ def test_train_checkpoint_resume_is_bitwise_equal(tmp_path):
     assert evaluation[0]["family"] == "prior-mlp-1" and np.isfinite(evaluation[0]["l2e"])
 
 
-def test_ctrl_c_saves_a_checkpoint(tmp_path, monkeypatch):
+def interrupt_second_es_step(monkeypatch):
+    """Make the second ES iteration raise KeyboardInterrupt, as Ctrl-C would."""
     real = l2e_training.es_step
     calls = []
 
@@ -206,6 +207,10 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(l2e_training, "es_step", interrupt_second)
+
+
+def test_ctrl_c_saves_a_checkpoint(tmp_path, monkeypatch):
+    interrupt_second_es_step(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         l2e_training.train({**TINY, "checkpoint_every": 10}, tmp_path, progress=False)
     record = json.loads((tmp_path / "history.json").read_text())
@@ -229,16 +234,7 @@ def test_cli_meta_train_runs(kernel, tmp_path, capsys):
 
 
 def test_cli_meta_train_ctrl_c_exits_130_and_keeps_the_checkpoint(tmp_path, monkeypatch, capsys):
-    calls = {"n": 0}
-    real = l2e_training.es_step
-
-    def interrupt_second(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(l2e_training, "es_step", interrupt_second)
+    interrupt_second_es_step(monkeypatch)
     config = tmp_path / "tiny.toml"
     config.write_text(TINY_TOML.format(kernel="l2e"))
     out = tmp_path / "out"

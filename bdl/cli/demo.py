@@ -20,6 +20,7 @@ from bdl.compile.compiled_model import CompiledModel
 from bdl.evaluation import test_metrics
 from bdl.kernels import registry
 from bdl.model_files import load_spec
+from bdl.optimise import minimise
 from bdl.validation import nuts_reference, validate
 
 #: SGLD's (steps, thin) in the demo: at the model file's validated step size (3e-3, posterior sds
@@ -38,19 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def sgd_point_estimate(target: CompiledModel, steps: int, seed: int) -> dict[str, float]:
     """MAP by ``optax.sgd`` with momentum on the mean minibatch loss, for comparison."""
     opt = optax.sgd(0.02, momentum=0.9)
-    params = target.initial_position
-    stream = target.init_batches(jax.random.key(seed))
-
-    def step(carry, t):
-        params, opt_state, stream = carry
-        batch, stream = target.next_batch(stream, t)
-        _, grad = target.stochastic_energy_and_grad(params, batch)
-        grad = jax.tree.map(lambda g: g / target.n, grad)
-        updates, opt_state = opt.update(grad, opt_state)
-        return (optax.apply_updates(params, updates), opt_state, stream), None
-
-    init = (params, opt.init(params), stream)
-    (params, _, _), _ = jax.jit(lambda c: jax.lax.scan(step, c, jnp.arange(steps)))(init)
+    run = jax.jit(lambda p, k: minimise(target, opt, p, k, steps))
+    params = run(target.initial_position, jax.random.key(seed))
     return test_metrics(target, jax.tree.map(lambda a: a[None], params))
 
 

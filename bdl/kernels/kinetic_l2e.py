@@ -33,10 +33,9 @@ from bdl.kernels.elementwise_mlp import (
     init_mlp,
     resolve_meta_params,
 )
-from bdl.kernels.nnsghmc import _check_lr
 from bdl.kernels.recipe import Blocks, Context, GroupKind, Recipe
 from bdl.kernels.recipe_kernel import RecipeKernel
-from bdl.kernels.sghmc import langevin_from_sgd
+from bdl.kernels.sghmc import check_sgd_parameterisation, sgd_changes
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -116,7 +115,7 @@ class KineticL2E(RecipeKernel):
 
     def __check_init__(self) -> None:
         check_architecture("kinetic-l2e", self.meta_params, NETWORKS)
-        _check_lr("kinetic-l2e", self.learning_rate, self.momentum, self.step_size)
+        check_sgd_parameterisation("kinetic-l2e", self.learning_rate, self.momentum, self.step_size)
         if not (math.isfinite(self.friction) and self.friction > 0):
             raise ValueError(f"kinetic-l2e: friction must be > 0; got {self.friction}.")
         if self.init_momentum not in ("zero", "sample"):
@@ -130,12 +129,8 @@ class KineticL2E(RecipeKernel):
         return self.learning_rate is not None
 
     def bind(self, target: Any) -> KineticL2E:
-        if self.learning_rate is None:
-            return self
-        step_size, friction = langevin_from_sgd(self.learning_rate, self.momentum, target.n)
-        return dataclasses.replace(
-            self, step_size=step_size, friction=friction, learning_rate=None, momentum=None
-        )
+        changes = sgd_changes(self, target.n)
+        return dataclasses.replace(self, **changes) if changes else self
 
     def recipe(self) -> KineticL2ERecipe:
         return KineticL2ERecipe(net=self.meta_params["f"], friction=self.friction)

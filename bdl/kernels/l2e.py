@@ -43,10 +43,13 @@ from bdl.kernels.elementwise_mlp import (
     resolve_meta_params,
 )
 from bdl.kernels.integrators import INTEGRATORS
-from bdl.kernels.nnsghmc import _check_lr
 from bdl.kernels.recipe import Context
 from bdl.kernels.recipe_kernel import RecipeKernel
-from bdl.kernels.sghmc import HamiltonianRecipe, langevin_from_sgd
+from bdl.kernels.sghmc import (
+    HamiltonianRecipe,
+    check_sgd_parameterisation,
+    sgd_changes,
+)
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -145,7 +148,7 @@ class L2E(RecipeKernel):
 
     def __check_init__(self) -> None:
         check_architecture("l2e", self.meta_params, NETWORKS)
-        _check_lr("l2e", self.learning_rate, self.momentum, self.step_size)
+        check_sgd_parameterisation("l2e", self.learning_rate, self.momentum, self.step_size)
         if not (math.isfinite(self.friction) and self.friction > 0):
             raise ValueError(f"l2e: friction must be > 0; got {self.friction}.")
         if self.init_momentum not in ("zero", "sample"):
@@ -155,12 +158,8 @@ class L2E(RecipeKernel):
         return self.learning_rate is not None
 
     def bind(self, target: Any) -> L2E:
-        if self.learning_rate is None:
-            return self
-        step_size, friction = langevin_from_sgd(self.learning_rate, self.momentum, target.n)
-        return dataclasses.replace(
-            self, step_size=step_size, friction=friction, learning_rate=None, momentum=None
-        )
+        changes = sgd_changes(self, target.n)
+        return dataclasses.replace(self, **changes) if changes else self
 
     def recipe(self) -> L2ERecipe:
         raise TypeError("l2e: the recipe depends on the gradient history; use recipe_at(state).")

@@ -46,7 +46,7 @@ from bdl.kernels.elementwise_mlp import (
 )
 from bdl.kernels.recipe import Blocks, Context, GroupKind, Recipe
 from bdl.kernels.recipe_kernel import RecipeKernel
-from bdl.kernels.sghmc import langevin_from_sgd
+from bdl.kernels.sghmc import check_sgd_parameterisation, langevin_from_sgd
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -160,7 +160,7 @@ class NNSGHMC(RecipeKernel):
 
     def __check_init__(self) -> None:
         check_architecture("nnsghmc", self.meta_params, NETWORKS)
-        _check_lr("nnsghmc", self.learning_rate, self.momentum, self.step_size)
+        check_sgd_parameterisation("nnsghmc", self.learning_rate, self.momentum, self.step_size)
         if not (math.isfinite(self.alpha) and self.alpha >= 0):
             raise ValueError(f"nnsghmc: alpha must be >= 0; got {self.alpha}.")
         if not (math.isfinite(self.c) and self.c > 0):
@@ -230,19 +230,6 @@ class NNSGHMC(RecipeKernel):
         if self.init_momentum == "zero":
             return {"r": jax.tree.map(jnp.zeros_like, position)}
         return {"r": tree_normal_like(key, position)}
-
-
-def _check_lr(name: str, learning_rate: Any, momentum: Any, step_size: Any) -> None:
-    if learning_rate is None:
-        return
-    if step_size is not None:
-        raise ValueError(
-            f"{name}: give either step_size or learning_rate (with momentum), not both."
-        )
-    if not learning_rate > 0:
-        raise ValueError(f"{name}: learning_rate must be > 0; got {learning_rate}.")
-    if momentum is None or not 0 <= momentum < 1:
-        raise ValueError(f"{name}: momentum must be in [0, 1) with learning_rate; got {momentum}.")
 
 
 def make_nnsghmc(*, meta_params: Any = None, seed: int | None = None, **hyper: Any) -> NNSGHMC:

@@ -53,6 +53,34 @@ def langevin_from_sgd(learning_rate: float, momentum: float, n: float) -> tuple[
     n = float(n)
     return math.sqrt(learning_rate / n), (1.0 - momentum) * math.sqrt(n / learning_rate)
 
+
+def sgd_changes(kernel: Any, n: float) -> dict[str, Any]:
+    """The field changes that bind a friction kernel given as (ℓ, β): ``step_size`` and
+    ``friction`` from :func:`langevin_from_sgd`, ``learning_rate`` and ``momentum`` cleared;
+    empty when the kernel was given (h, C)."""
+    if kernel.learning_rate is None:
+        return {}
+    step_size, friction = langevin_from_sgd(kernel.learning_rate, kernel.momentum, n)
+    return {"step_size": step_size, "friction": friction, "learning_rate": None, "momentum": None}
+
+
+def check_sgd_parameterisation(
+    name: str, learning_rate: Any, momentum: Any, step_size: Any
+) -> None:
+    """Raise ``ValueError`` naming the argument unless (ℓ, β) is absent or valid: ℓ > 0,
+    β ∈ [0, 1), and no ``step_size`` beside it."""
+    if learning_rate is None:
+        return
+    if step_size is not None:
+        raise ValueError(
+            f"{name}: give either step_size or learning_rate (with momentum), not both."
+        )
+    if not learning_rate > 0:
+        raise ValueError(f"{name}: learning_rate must be > 0; got {learning_rate}.")
+    if momentum is None or not 0 <= momentum < 1:
+        raise ValueError(f"{name}: momentum must be in [0, 1) with learning_rate; got {momentum}.")
+
+
 PyTree = Any
 
 
@@ -141,21 +169,7 @@ class SGHMC(RecipeKernel):
     collect_momentum: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self) -> None:
-        if self.learning_rate is not None:
-            if self.step_size is not None:
-                raise ValueError(
-                    f"{self.name}: give either step_size (with friction) or learning_rate "
-                    "(with momentum), not both."
-                )
-            if not self.learning_rate > 0:
-                raise ValueError(
-                    f"{self.name}: learning_rate must be > 0; got {self.learning_rate}."
-                )
-            if self.momentum is None or not 0 <= self.momentum < 1:
-                raise ValueError(
-                    f"{self.name}: momentum must be in [0, 1) with learning_rate; "
-                    f"got {self.momentum}."
-                )
+        check_sgd_parameterisation(self.name, self.learning_rate, self.momentum, self.step_size)
         if isinstance(self.friction, int | float) and not self.friction > 0:
             raise ValueError(f"{self.name}: friction must be > 0; got {self.friction}.")
         if isinstance(self.mass, int | float) and not self.mass > 0:
@@ -177,12 +191,7 @@ class SGHMC(RecipeKernel):
         changes: dict[str, Any] = {}
         if self.preconditioner is not None:
             changes["preconditioner"] = self.preconditioner.bind(target)
-        if self.learning_rate is not None:
-            changes["step_size"], changes["friction"] = langevin_from_sgd(
-                self.learning_rate, self.momentum, target.n
-            )
-            changes["learning_rate"] = None
-            changes["momentum"] = None
+        changes.update(sgd_changes(self, target.n))
         return dataclasses.replace(self, **changes) if changes else self
 
     def recipe(self) -> Recipe:

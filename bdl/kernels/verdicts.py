@@ -9,18 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from bdl.kernels import registry
 from bdl.kernels.checker import check
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("BDL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "bdl"
-    )
-    return Path(root)
+from bdl.utils.cache import cache_dir
 
 
 def _source_hash() -> str:

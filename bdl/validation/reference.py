@@ -23,7 +23,7 @@ import numpy as np
 
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.target import Target
-from bdl.kernels.verdicts import cache_dir
+from bdl.utils.cache import cache_dir
 
 PyTree = Any
 Space = Literal["parameter", "function"]

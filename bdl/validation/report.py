@@ -262,16 +262,18 @@ def _wenzel_summary(cases: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _sd_ratios(rows: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """(median, worst-input) predictive sd ratio of a comparison's rows."""
+    got = {r["name"]: r["value"] for r in rows}
+    return got.get("median predictive sd ratio"), got.get("min predictive sd ratio")
+
+
 def _band_summary(cases: list[dict[str, Any]]) -> list[str]:
     """The epistemic band of regression networks: each kernel's narrowest predictive sd
     relative to NUTS's (in the 1-D regression, the middle of the gap)."""
     rows = [c for c in cases if c.get("space") == "function" and c.get("task") == "regression"]
     lines: list[str] = []
     for c in rows:
-        def ratios(rs: list[dict[str, Any]]) -> tuple[Any, Any]:
-            got = {r["name"]: r["value"] for r in rs}
-            return got.get("median predictive sd ratio"), got.get("min predictive sd ratio")
-
         lines += [
             f"### The predictive band: {c['title']}",
             "",
@@ -285,10 +287,10 @@ def _band_summary(cases: list[dict[str, Any]]) -> list[str]:
             "| sampler | class | median sd ratio | worst-input sd ratio |",
             "|---|---|---|---|",
         ]
-        med, low = ratios(c.get("nuts_split", []))
+        med, low = _sd_ratios(c.get("nuts_split", []))
         lines.append(f"| NUTS half vs half | — | {_num(med)} | {_num(low)} |")
         for e in c["kernels"]:
-            med, low = ratios(e.get("rows", []))
+            med, low = _sd_ratios(e.get("rows", []))
             lines.append(f"| `{e['kernel']}` | {e['class']} | {_num(med)} | {_num(low)} |")
         lines.append("")
     return lines

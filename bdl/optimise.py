@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from bdl.compile.compiled_model import CompiledModel
+from bdl.sampling.chain import run_chain
 
 PyTree = Any
 
@@ -26,8 +26,9 @@ def minimise(
     key: jax.Array,
     num_steps: int,
 ) -> PyTree:
-    """``num_steps`` optimiser steps from ``position`` in one ``lax.scan``; ``key`` draws the
-    minibatch order. Pure: jit it, or ``vmap`` it over positions and keys for an ensemble."""
+    """``num_steps`` optimiser steps from ``position`` (:func:`bdl.sampling.chain.run_chain`);
+    ``key`` draws the minibatch order. Pure: jit it, or ``vmap`` it over positions and keys for
+    an ensemble."""
     n = compiled.n
 
     def step(carry: Any, t: jax.Array) -> tuple[Any, None]:
@@ -38,5 +39,5 @@ def minimise(
         return (optax.apply_updates(params, updates), opt_state, stream), None
 
     init = (position, optimizer.init(position), compiled.init_batches(key))
-    (params, _, _), _ = jax.lax.scan(step, init, jnp.arange(num_steps))
+    (params, _, _), _ = run_chain(step, init, 0, num_steps)
     return params

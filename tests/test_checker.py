@@ -5,13 +5,15 @@ import jax.numpy as jnp
 import pytest
 
 import bdl
-from bdl.kernels.recipe import Context, correction
+from bdl.kernels.blocks import Elementwise
+from bdl.kernels.recipe import Context
 from bdl.kernels.recipe_kernel import RecipeKernel, RecipeState
-from bdl.kernels.sghmc import SGHMC, HamiltonianRecipe
-from bdl.kernels.sgld import SGLD, LangevinRecipe
+from bdl.kernels.sghmc import Hamiltonian, sghmc
+from bdl.kernels.sgld import Langevin, sgld
+from bdl.kernels.wrapper import Wrapper
 
 
-class PositionDiffusionRecipe(LangevinRecipe):
+class PositionDiffusionRecipe(Langevin):
     """D(θ) = 1 + θ²/2 + 0.1·tanh(U(θ)) elementwise: Γ_i = θ_i + 0.1·sech²(U)·∂_iU."""
 
     @property
@@ -20,83 +22,69 @@ class PositionDiffusionRecipe(LangevinRecipe):
 
     def diffusion(self, z, ctx):
         u = jnp.tanh(ctx.energy)
-        return {("theta", "theta"): jax.tree.map(lambda t: 1.0 + 0.5 * t * t + 0.1 * u, z["theta"])}
+        return {"theta": Elementwise(jax.tree.map(lambda t: 1.0 + 0.5 * t * t + 0.1 * u, z["theta"]))}
 
 
 class NoGammaRecipe(PositionDiffusionRecipe):
     """The same dynamics with Γ deliberately dropped."""
 
-    def gamma(self, z, ctx):
-        return jax.tree.map(lambda x: jnp.zeros_like(x), {"theta": z["theta"]})
+    def evaluate(self, z, ctx):
+        return super().evaluate(z, ctx)._replace(gamma={})
 
 
-class LearnedCurlRecipe(HamiltonianRecipe):
-    """NNSGHMC-like: Q_θr = −f(U, r_i), Q_rθ = f(U, r_i), D_rr = c + f² (elementwise in r_i,
-    global in U): Γ needs the chain rule through U and the r-derivative of f."""
+class LearnedCurlRecipe(Hamiltonian):
+    """NNSGHMC-like: Q_θp = −f(U, p_i), Q_pθ = f(U, p_i), D_pp = ½ + f² (elementwise in p_i,
+    global in U): Γ needs the chain rule through U and the p-derivative of f."""
 
-    def _f(self, u, r):
-        return 1.0 + 0.3 * jnp.tanh(r) + 0.2 * jnp.sin(0.5 * u)
-
-    def diffusion(self, z, ctx):
-        f = jax.tree.map(lambda r: self._f(ctx.energy, r), z["r"])
-        return {("r", "r"): jax.tree.map(lambda v: 0.5 + v * v, f)}
-
-    def curl(self, z, ctx):
-        f = jax.tree.map(lambda r: self._f(ctx.energy, r), z["r"])
-        return {("theta", "r"): jax.tree.map(jnp.negative, f), ("r", "theta"): f}
+    def _f(self, u, p):
+        return 1.0 + 0.3 * jnp.tanh(p) + 0.2 * jnp.sin(0.5 * u)
 
     @property
     def state_dependent(self):
         return True
 
+    def diffusion(self, z, ctx):
+        f = jax.tree.map(lambda p: self._f(ctx.energy, p), z["p"])
+        return {"p": Elementwise(jax.tree.map(lambda v: 0.5 + v * v, f))}
 
-class RecipeOnlyKernel(RecipeKernel):
-    """Any recipe under Euler–Maruyama, with momentum initialised when the recipe has one."""
-
-    recipe_obj: object = None
-
-    def recipe(self):
-        return self.recipe_obj
-
-    def init_aux(self, position, key):
-        if "r" in self.recipe_obj.groups:
-            return {"r": jax.tree.map(jnp.zeros_like, position)}
-        return {}
+    def curl(self, z, ctx):
+        f = Elementwise(jax.tree.map(lambda p: self._f(ctx.energy, p), z["p"]))
+        return {("theta", "p"): f.map(jnp.negative), ("p", "theta"): f}
 
 
-class DoubleGradientSGLD(SGLD):
-    """Steps with 2∇U while declaring the SGLD recipe."""
+class DoubleGradient(Wrapper):
+    """Steps with 2∇U while declaring the inner kernel's recipe."""
 
     def step(self, key, state, energy_and_grad, step_size, temperature):
         def doubled(theta):
             u, g = energy_and_grad(theta)
             return u, jax.tree.map(lambda x: 2.0 * x, g)
 
-        return super().step(key, state, doubled, step_size, temperature)
+        return self.inner.step(key, state, doubled, step_size, temperature)
 
 
-class LoudNoiseSGLD(SGLD):
+class LoudNoise(Wrapper):
     """Injects √(4Th)·ξ instead of √(2Th)·ξ while declaring D = I."""
 
     def step(self, key, state, energy_and_grad, step_size, temperature):
-        new, info = super().step(key, state, energy_and_grad, step_size, temperature)
+        new, info = self.inner.step(key, state, energy_and_grad, step_size, temperature)
         extra = bdl.utils.trees.tree_normal_like(jax.random.fold_in(key, 1), new.z["theta"])
         scale = jnp.sqrt(2.0 * temperature * step_size)
         theta = jax.tree.map(lambda t, e: t + scale * e, new.z["theta"], extra)
-        return RecipeState({"theta": theta}), info
+        return RecipeState({"theta": theta}, new.history), info
 
 
-class CurlyKineticRecipe(HamiltonianRecipe):
-    """A 'kinetic field' (r + 0.3·Rθ, ·) that is not the gradient of any g."""
+class CurlyKineticRecipe(Hamiltonian):
+    """A 'kinetic field' (p + 0.3·Rθ, ·) that is not the gradient of any g."""
 
     def kinetic_grad(self, z):
         theta = z["theta"]
         rot = {"a": jnp.stack([-theta["a"][1], theta["a"][0]]), "b": theta["b"]}
-        return {"theta": jax.tree.map(lambda x: 0.3 * x, rot), "r": z["r"]}
+        return {"theta": jax.tree.map(lambda x: 0.3 * x, rot), "p": z["p"]}
 
 
 #: The checker's verdict for every registered kernel with its default hyper-parameters, and for
-#: the approximate ones the reason it must give (DESIGN §3).
+#: the approximate ones the reason it must give (docs/design.md, *Kernels*).
 EXPECTED_VERDICTS: dict[str, str | None] = {
     "sgld": None,
     "sghmc": None,
@@ -128,44 +116,41 @@ def test_registered_kernel_verdict(name):
 
 def test_structured_gamma_equals_dense_divergence():
     """Γ by forward-mode autodiff (locality + chain rule through U) equals the dense ∇·(D+Q)."""
-    report = bdl.kernels.check(RecipeOnlyKernel(step_size=1e-3, recipe_obj=LearnedCurlRecipe()))
+    report = bdl.kernels.check(RecipeKernel(LearnedCurlRecipe(), 1e-3))
     assert report.residuals["Γ vs ∇·(D+Q)"] < 1e-12, str(report)
     assert report.exact, str(report)
 
 
 def test_position_dependent_diffusion_with_gamma_is_exact():
-    report = bdl.kernels.check(
-        RecipeOnlyKernel(step_size=1e-3, recipe_obj=PositionDiffusionRecipe())
-    )
+    report = bdl.kernels.check(RecipeKernel(PositionDiffusionRecipe(), 1e-3))
     assert report.exact, str(report)
 
 
 def test_dropped_gamma_fails():
-    report = bdl.kernels.check(RecipeOnlyKernel(step_size=1e-3, recipe_obj=NoGammaRecipe()))
+    report = bdl.kernels.check(RecipeKernel(NoGammaRecipe(), 1e-3))
     assert not report.exact
     assert any("Γ omitted" in r for r in report.reasons), str(report)
 
 
 def test_step_disagreeing_with_recipe_fails():
-    report = bdl.kernels.check(DoubleGradientSGLD(step_size=1e-3))
+    report = bdl.kernels.check(DoubleGradient(sgld(1e-3)))
     assert not report.exact
     assert any("drift" in r for r in report.reasons), str(report)
 
 
 def test_wrong_noise_fails():
-    report = bdl.kernels.check(LoudNoiseSGLD(step_size=1e-3))
+    report = bdl.kernels.check(LoudNoise(sgld(1e-3)))
     assert not report.exact
     assert any("noise" in r for r in report.reasons), str(report)
 
 
 def test_non_gradient_kinetic_field_fails():
-    kernel = RecipeOnlyKernel(step_size=1e-3, recipe_obj=CurlyKineticRecipe())
+    kernel = RecipeKernel(CurlyKineticRecipe(), 1e-3)
     report = bdl.kernels.check(kernel)
     assert any("not a gradient" in r for r in report.reasons), str(report)
 
 
 def test_correction_is_zero_and_free_for_constant_recipes():
-    z = {"theta": jnp.ones(3), "r": jnp.ones(3)}
-    gamma = correction(HamiltonianRecipe(), z, Context(jnp.zeros(()), jnp.ones(3)))
-    assert all(float(jnp.max(jnp.abs(v))) == 0.0 for v in jax.tree.leaves(gamma))
-    assert SGHMC(step_size=1e-2).recipe().state_dependent is False
+    z = {"theta": jnp.ones(3), "p": jnp.ones(3)}
+    assert Hamiltonian().evaluate(z, Context(jnp.zeros(()), jnp.ones(3))).gamma == {}
+    assert sghmc(1e-2).recipe.state_dependent is False

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import jax
-import jax.numpy as jnp
+
+from bdl import schedules
 
 TemperatureLike = float | int | Callable[[jax.Array], jax.Array]
 
@@ -35,10 +36,7 @@ def check_temperature(temperature: TemperatureLike) -> None:
 def as_schedule(temperature: TemperatureLike) -> Callable[[jax.Array], jax.Array]:
     """A jittable ``step -> T`` for a constant or a schedule."""
     check_temperature(temperature)
-    if callable(temperature):
-        return temperature
-    value = float(temperature)
-    return lambda step: jnp.asarray(value)
+    return schedules.as_schedule(temperature, "temperature", allow_zero=True)
 
 
 def linear_ramp(start: float, end: float, num_steps: int) -> Callable[[jax.Array], jax.Array]:
@@ -48,11 +46,4 @@ def linear_ramp(start: float, end: float, num_steps: int) -> Callable[[jax.Array
     """
     check_temperature(start)
     check_temperature(end)
-    if num_steps <= 0:
-        raise ValueError(f"linear_ramp(num_steps=...) must be > 0; got {num_steps}.")
-
-    def schedule(step: jax.Array) -> jax.Array:
-        frac = jnp.clip(jnp.asarray(step) * 1.0 / num_steps, 0.0, 1.0)
-        return start + (end - start) * frac
-
-    return schedule
+    return schedules.linear_ramp(start, end, num_steps)

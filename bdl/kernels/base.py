@@ -1,15 +1,21 @@
-"""The kernel protocol: pure ``init``/``step`` over NamedTuple states, schedules per step.
+"""The kernel protocol: pure ``init``/``step`` over NamedTuple states, split by concern.
 
-A kernel is an immutable Equinox module (its meta-parameters, if any, are pytree leaves):
+A kernel is an immutable Equinox module (its meta-parameters, if any, are pytree leaves). Its
+methods fall into four concerns, each an abstract class here, and :class:`Kernel` is all four:
 
-* ``init(position, key) -> state``
-* ``step(key, state, energy_and_grad, step_size, temperature) -> (state, info)`` where
-  ``energy_and_grad(θ) -> (Ũ, ∇Ũ)`` is the minibatch estimate at full-data scale;
-* ``bind(target)`` resolves hyper-parameters that depend on the training-set size n;
-* ``hyper(t, T)`` gives the step size and temperature of step t (schedules, cyclical phases);
-* ``is_sample(t)`` says whether the state after step t may be collected;
-* ``collect(state)`` names what is collected (``{"position": θ}``, plus e.g. the Entropy-MCMC
-  guide).
+* :class:`Transition` — ``init(position, key) -> state``, ``step(key, state, energy_and_grad, h,
+  T) -> (state, info)`` where ``energy_and_grad(θ) -> (Ũ, ∇Ũ)`` is the minibatch estimate at
+  full-data scale, and ``bind(target)`` resolving what depends on the target (its size n, its
+  epoch length);
+* :class:`Phases` — ``hyper(t, T)``: the step size and temperature of step t (schedules, cycles,
+  ramps), and ``is_sample(t)``: whether the state after step t may be collected;
+* :class:`Collection` — ``position(state)`` (θ) and ``collect(state)``: what a draw holds
+  (``{"position": θ}``, plus e.g. the Entropy-MCMC guide or the momentum);
+* :class:`Checkable` — what the stationarity checker reads: ``recipe_at(state)``, the recipe the
+  next step discretises, and ``augment_energy(U)``, the energy over the recipe's θ group.
+
+Wrappers (cyclical steps, Entropy-MCMC, Wenzel et al.'s schedules) derive from
+:class:`bdl.kernels.wrapper.Wrapper`, which delegates every method of this protocol.
 """
 
 from __future__ import annotations
@@ -22,9 +28,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from bdl.kernels.recipe import Recipe
+
 PyTree = Any
 EnergyAndGrad = Callable[[PyTree], tuple[jax.Array, PyTree]]
-Schedule = Callable[[jax.Array], jax.Array]
 
 
 class Info(NamedTuple):
@@ -37,8 +44,8 @@ class Info(NamedTuple):
     temperature: jax.Array
 
 
-class Kernel(eqx.Module):
-    """Abstract sampling kernel (see module docstring for the protocol)."""
+class Transition(eqx.Module):
+    """How the state moves."""
 
     @abc.abstractmethod
     def init(self, position: PyTree, key: jax.Array) -> Any:
@@ -53,63 +60,57 @@ class Kernel(eqx.Module):
         step_size: jax.Array,
         temperature: jax.Array,
     ) -> tuple[Any, Info]:
-        """One transition."""
+        """One transition at step size h and temperature T."""
 
     @property
+    @abc.abstractmethod
     def name(self) -> str:
-        return type(self).__name__.lower()
-
-    def bind(self, target: Any) -> Kernel:
-        """This kernel with n-dependent hyper-parameters resolved for ``target``."""
-        return self
+        """The kernel's name, e.g. ``"cyclical(sghmc)"`` (a property or a field)."""
 
     @abc.abstractmethod
-    def step_size_at(self, step: jax.Array) -> jax.Array:
-        """h_t from the kernel's step-size schedule."""
+    def bind(self, target: Any) -> Transition:
+        """This kernel with target-dependent hyper-parameters resolved for ``target``."""
 
+
+class Phases(eqx.Module):
+    """Which step size and temperature each step runs at, and which states are draws."""
+
+    @abc.abstractmethod
     def hyper(self, step: jax.Array, temperature: jax.Array) -> tuple[jax.Array, jax.Array]:
         """(h_t, T_t) for step t given the target's temperature T(t)."""
-        return self.step_size_at(step), temperature
 
+    @abc.abstractmethod
     def is_sample(self, step: jax.Array) -> jax.Array:
-        """Whether the state after step t is a sample (cyclical kernels skip exploration)."""
-        return jnp.asarray(True)
+        """Whether the state after step t is a draw (cyclical kernels skip exploration)."""
 
-    def recipe_at(self, state: Any) -> Any:
-        """The recipe (g, D, Q) the next step discretises, given the current state.
 
-        Kernels that adapt a preconditioner from the gradient history return a state-dependent
-        recipe; the checker detects when a step changes it. ``None``: no recipe is declared
-        (the checker then reports the kernel as unverifiable).
-        """
-        return None
+class Collection(eqx.Module):
+    """What a draw holds."""
 
-    def augment_energy(self, energy_fn: Any) -> Any:
-        """U over the recipe's θ group given U over the model's θ (identity; Entropy-MCMC
-        returns the joint energy of θ and its guide)."""
-        return energy_fn
-
+    @abc.abstractmethod
     def position(self, state: Any) -> PyTree:
-        return state.z["theta"]
+        """θ of the state."""
 
+    @abc.abstractmethod
     def collect(self, state: Any) -> dict[str, PyTree]:
-        return {"position": self.position(state)}
+        """``{"position": θ, …}``: everything a draw keeps."""
 
 
-def as_schedule(value: float | Schedule, name: str = "step_size") -> Schedule:
-    """A constant or an Optax-style schedule ``step -> value``; constants must be > 0."""
-    if callable(value):
-        return value
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"{name} must be a positive float or a schedule step -> value; "
-            f"got {type(value).__name__}."
-        ) from None
-    if not v > 0:
-        raise ValueError(f"{name} must be > 0; got {value}.")
-    return lambda step: jnp.asarray(v)
+class Checkable(eqx.Module):
+    """What the stationarity checker (:mod:`bdl.kernels.checker`) reads."""
+
+    @abc.abstractmethod
+    def recipe_at(self, state: Any) -> Recipe | None:
+        """The recipe (g, D, Q) the next step discretises; ``None`` when no single recipe
+        describes the step (the checker then reports the kernel as not checkable)."""
+
+    @abc.abstractmethod
+    def augment_energy(self, energy_fn: Callable[[PyTree], jax.Array]) -> Any:
+        """U over the recipe's θ group given U over the model's θ (Entropy-MCMC: the joint)."""
+
+
+class Kernel(Transition, Phases, Collection, Checkable):
+    """A sampling kernel: every concern of the protocol (module docstring)."""
 
 
 def tree_norm(tree: PyTree) -> jax.Array:

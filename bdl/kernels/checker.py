@@ -1,6 +1,7 @@
 """The stationarity checker: does a kernel sample exp(−H/T), and does its step do what it declares?
 
-At random states of a small non-Gaussian test energy, in float64 (DESIGN §2):
+At random states of a small non-Gaussian test energy, in float64 (docs/design.md, *Exactness
+and the checker*):
 
 1. **structure**: D is symmetric positive semi-definite and Q skew-symmetric;
 2. **kinetic field**: the field the dynamics use for ∇g has a symmetric Jacobian (it is a
@@ -31,7 +32,9 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from bdl.kernels.base import Kernel
-from bdl.kernels.recipe import Context, Recipe, block_matvec, drift, hamiltonian_grad
+from bdl.kernels.blocks import as_block, matvec
+from bdl.kernels.recipe import Context, Recipe, drift, hamiltonian_grad
+from bdl.kernels.recipe_kernel import RecipeState
 
 PyTree = Any
 
@@ -117,7 +120,7 @@ def _check(
         state = kernel.init(theta, k_init)
         for i in range(3):  # populate any gradient history
             state, _ = _step(kernel, jax.random.fold_in(k_warm, i), state, grad_fn, 1e-3, T)
-        if not hasattr(state, "z"):
+        if not isinstance(state, RecipeState):
             return CheckReport(
                 kernel.name,
                 "approximate",
@@ -207,14 +210,18 @@ class _Dense:
         def matrix(zf: jax.Array) -> jax.Array:
             z = self.unravel(zf)
             ctx = self.ctx(z)
-            blocks = (self.recipe.diffusion if which == "D" else self.recipe.curl)(z, ctx)
+            if which == "D":
+                blocks = {(g, g): b for g, b in self.recipe.diffusion(z, ctx).items()}
+            else:
+                blocks = self.recipe.curl(z, ctx)
 
             def apply(vf: jax.Array) -> jax.Array:
                 v = self.unravel(vf)
                 out = {g: jax.tree.map(jnp.zeros_like, z[g]) for g in self.kinds}
                 for (row, col), block in blocks.items():
-                    prod = block_matvec(block, v[col], self.kinds[row], self.kinds[col])
-                    out[row] = jax.tree.map(jnp.add, out[row], _like(prod, z[row]))
+                    kinds = self.kinds[row], self.kinds[col]
+                    prod = matvec(as_block(block), v[col], z[row], *kinds)
+                    out[row] = jax.tree.map(jnp.add, out[row], prod)
                 return ravel_pytree(out)[0]
 
             return jax.jacfwd(apply)(jnp.zeros_like(zf))
@@ -239,7 +246,7 @@ class _Dense:
 
     def gamma_kernel(self, zf: jax.Array) -> jax.Array:
         z = self.unravel(zf)
-        return ravel_pytree(_full(self.recipe.gamma(z, self.ctx(z)), z))[0]
+        return ravel_pytree(_full(self.recipe.evaluate(z, self.ctx(z)).gamma, z))[0]
 
     def kinetic_field(self, zf: jax.Array) -> jax.Array:
         z = self.unravel(zf)
@@ -251,7 +258,8 @@ class _Dense:
 
     def drift(self, zf: jax.Array, T: float) -> jax.Array:
         z = self.unravel(zf)
-        return ravel_pytree(_full(drift(self.recipe, z, self.ctx(z), T), z))[0]
+        ev = self.recipe.evaluate(z, self.ctx(z))
+        return ravel_pytree(drift(self.recipe, ev, z, T, tuple(self.kinds)))[0]
 
     def fokker_planck(self, zf: jax.Array, T: float) -> tuple[jax.Array, jax.Array]:
         def w(x: jax.Array) -> jax.Array:

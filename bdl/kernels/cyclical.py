@@ -2,7 +2,7 @@
 (Zhang, Li, Zhang, Chen & Wilson 2020, "Cyclical Stochastic Gradient MCMC for Bayesian Deep
 Learning", ICLR).
 
-Around any kernel with base step size h₀(t) (its own schedule), with K steps per cycle and a
+Around any kernel with base step size h₀(t) (its own ``hyper``), with K steps per cycle and a
 0-based step counter t (the paper's Eq. 1 uses t − 1 with t from 1):
 
     h_t = h₀(t)/2 · [cos(π·mod(t, K)/K) + 1],   K = cycle_length or ⌈num_steps/num_cycles⌉.
@@ -25,30 +25,25 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from bdl.kernels.base import EnergyAndGrad, Info, Kernel
-from bdl.kernels.entropy import _base_kernel
+from bdl.kernels.base import Kernel
+from bdl.kernels.wrapper import Wrapper, base_kernel, check_inner
+from bdl.schedules import cosine_cycle
 
-PyTree = Any
 
-
-class Cyclical(Kernel):
+class Cyclical(Wrapper):
     """Cyclical step size and exploration/sampling stages around ``inner``.
 
     Args:
-        inner: the kernel stepped at (h_t, T_t); its ``step_size_at(t)`` is h₀(t).
+        inner: the kernel stepped at (h_t, T_t); its own ``hyper(t, T)`` gives h₀(t).
         cycle_length: K ≥ 1, steps per cycle.
         exploration: β ∈ [0, 1), fraction of each cycle run at T = 0 and not collected.
     """
 
-    inner: Kernel
     cycle_length: int = eqx.field(static=True)
     exploration: float = eqx.field(static=True, default=0.8)
 
     def __check_init__(self) -> None:
-        if not isinstance(self.inner, Kernel):
-            raise ValueError(
-                f"cyclical: inner must be a bdl kernel; got {type(self.inner).__name__}."
-            )
+        check_inner(self.inner, "cyclical")
         k = self.cycle_length
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"cyclical: cycle_length must be an integer >= 1; got {k!r}.")
@@ -70,53 +65,18 @@ class Cyclical(Kernel):
         """Steps per cycle at T = 0: the number of m ∈ {0, …, K−1} with m/K < β."""
         return math.ceil(round(self.exploration * self.cycle_length, 9))
 
-    def factor(self, step: jax.Array) -> jax.Array:
-        """h_t/h₀(t) = [cos(π·mod(t, K)/K) + 1]/2."""
-        phase = jnp.mod(jnp.asarray(step), self.cycle_length) / self.cycle_length
-        return 0.5 * (jnp.cos(jnp.pi * phase) + 1.0)
-
     def exploring(self, step: jax.Array) -> jax.Array:
         """Whether step t is in the exploration stage of its cycle."""
         return jnp.mod(jnp.asarray(step), self.cycle_length) < self.exploration_steps
 
-    def step_size_at(self, step: jax.Array) -> jax.Array:
-        return self.inner.step_size_at(step) * self.factor(step)
-
     def hyper(self, step: jax.Array, temperature: jax.Array) -> tuple[jax.Array, jax.Array]:
         h0, temp = self.inner.hyper(step, temperature)
         temp = jnp.asarray(temp)
-        return h0 * self.factor(step), jnp.where(self.exploring(step), jnp.zeros_like(temp), temp)
+        h = h0 * cosine_cycle(step, self.cycle_length)
+        return h, jnp.where(self.exploring(step), jnp.zeros_like(temp), temp)
 
     def is_sample(self, step: jax.Array) -> jax.Array:
         return jnp.logical_and(~self.exploring(step), self.inner.is_sample(step))
-
-    def bind(self, target: Any) -> Cyclical:
-        return Cyclical(self.inner.bind(target), self.cycle_length, self.exploration)
-
-    def init(self, position: PyTree, key: jax.Array) -> Any:
-        return self.inner.init(position, key)
-
-    def step(
-        self,
-        key: jax.Array,
-        state: Any,
-        energy_and_grad: EnergyAndGrad,
-        step_size: jax.Array,
-        temperature: jax.Array,
-    ) -> tuple[Any, Info]:
-        return self.inner.step(key, state, energy_and_grad, step_size, temperature)
-
-    def recipe_at(self, state: Any) -> Any:
-        return self.inner.recipe_at(state)
-
-    def augment_energy(self, energy_fn: Any) -> Any:
-        return self.inner.augment_energy(energy_fn)
-
-    def position(self, state: Any) -> PyTree:
-        return self.inner.position(state)
-
-    def collect(self, state: Any) -> dict[str, PyTree]:
-        return self.inner.collect(state)
 
 
 def cyclical(
@@ -134,7 +94,7 @@ def cyclical(
 
     This is the factory registered as ``"cyclical"``, e.g.
     ``bdl.kernels.get("cyclical", base="sghmc", step_size=0.05, friction=2.0, cycle_length=500)``
-    or ``cyclical(entropy(SGHMC(step_size=0.05), eta=0.5), num_cycles=4, num_steps=10_000)``.
+    or ``cyclical(entropy(sghmc(0.05), eta=0.5), num_cycles=4, num_steps=10_000)``.
     """
     if cycle_length is None:
         if num_cycles is None or num_steps is None:
@@ -147,8 +107,4 @@ def cyclical(
         cycle_length = math.ceil(num_steps / num_cycles)
     elif num_cycles is not None:
         raise ValueError("cyclical: give either cycle_length or num_cycles, not both.")
-    return Cyclical(
-        _base_kernel("cyclical", base, base_hyper),
-        cycle_length=cycle_length,
-        exploration=exploration,
-    )
+    return Cyclical(base_kernel("cyclical", base, base_hyper), cycle_length, exploration)

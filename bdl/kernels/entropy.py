@@ -11,7 +11,7 @@ the coupling term pulls θ towards flat basins. The gradient (Eq. 5)
     ∇_θ U_joint = ∇U(θ) + (θ − θ_a)/η,   ∇_{θ_a} U_joint = (θ_a − θ)/η
 
 costs one backward pass of U, as plain SGLD: the wrapper wraps ``energy_and_grad`` and adds the
-coupling analytically. Energies are at full-data scale (DESIGN §2); the paper's mean-loss form
+coupling analytically. Energies are at full-data scale (docs/design.md, *Energy*); the paper's mean-loss form
 (App. A.1, ‖θ − θ_a‖²/(2ηN) added to the mean loss) is the same joint with the same η.
 
 Variants:
@@ -37,6 +37,8 @@ import jax
 import jax.numpy as jnp
 
 from bdl.kernels.base import EnergyAndGrad, Info, Kernel
+from bdl.kernels.recipe import Recipe
+from bdl.kernels.wrapper import Wrapper, base_kernel, check_inner
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -88,11 +90,11 @@ class GibbsState(NamedTuple):
     guide: PyTree
 
 
-class EntropyMCMC(Kernel):
+class EntropyMCMC(Wrapper):
     """Entropy-MCMC around any kernel (Li & Zhang 2024).
 
     Args:
-        inner: the base kernel (e.g. ``SGLD(step_size=5e-3)``); for ``"joint"`` it runs on the joint
+        inner: the base kernel (e.g. ``sgld(5e-3)``); for ``"joint"`` it runs on the joint
             position ``{"position": θ, "guide": θ_a}`` (pytree-valued hyper-parameters of the
             inner kernel, such as a diagonal mass, must then be shaped like that joint pytree).
         eta: η > 0, the coupling variance: small η ties θ_a to θ, large η smooths more.
@@ -101,15 +103,11 @@ class EntropyMCMC(Kernel):
     The guide starts at θ₀. Schedules, temperatures and ``is_sample`` are the inner kernel's.
     """
 
-    inner: Kernel
     eta: float = eqx.field(static=True)
     variant: str = eqx.field(static=True, default="joint")
 
     def __check_init__(self) -> None:
-        if not isinstance(self.inner, Kernel):
-            raise ValueError(
-                f"entropy: inner must be a bdl kernel; got {type(self.inner).__name__}."
-            )
+        check_inner(self.inner, "entropy")
         if isinstance(self.eta, bool) or not isinstance(self.eta, int | float) or not self.eta > 0:
             raise ValueError(f"entropy: eta must be a float > 0; got {self.eta!r}.")
         if self.variant not in VARIANTS:
@@ -119,18 +117,6 @@ class EntropyMCMC(Kernel):
     def name(self) -> str:
         prefix = "entropy" if self.variant == "joint" else "entropy-gibbs"
         return f"{prefix}({self.inner.name})"
-
-    def bind(self, target: Any) -> EntropyMCMC:
-        return EntropyMCMC(self.inner.bind(target), eta=self.eta, variant=self.variant)
-
-    def step_size_at(self, step: jax.Array) -> jax.Array:
-        return self.inner.step_size_at(step)
-
-    def hyper(self, step: jax.Array, temperature: jax.Array) -> tuple[jax.Array, jax.Array]:
-        return self.inner.hyper(step, temperature)
-
-    def is_sample(self, step: jax.Array) -> jax.Array:
-        return self.inner.is_sample(step)
 
     def init(self, position: PyTree, key: jax.Array) -> Any:
         guide = jax.tree.map(jnp.array, position)
@@ -158,7 +144,7 @@ class EntropyMCMC(Kernel):
         guide = jax.tree.map(lambda x, e: x + scale * e, theta, noise)
         return GibbsState(inner, guide), info
 
-    def recipe_at(self, state: Any) -> Any:
+    def recipe_at(self, state: Any) -> Recipe | None:
         # the joint variant discretises the inner recipe over the joint position; the Gibbs
         # variant alternates a recipe step with an exact conditional draw: no single recipe
         return self.inner.recipe_at(state) if self.variant == "joint" else None
@@ -207,21 +193,4 @@ def entropy(
     """
     if eta is None:
         raise ValueError("entropy: eta (the coupling variance η > 0) is required.")
-    return EntropyMCMC(_base_kernel("entropy", base, base_hyper), eta=eta, variant=variant)
-
-
-def _base_kernel(wrapper: str, base: str | Kernel, base_hyper: dict[str, Any]) -> Kernel:
-    if isinstance(base, Kernel):
-        if base_hyper:
-            raise ValueError(
-                f"{wrapper}: hyper-parameters {sorted(base_hyper)} are for a base kernel given "
-                "by name; pass them to the kernel object instead."
-            )
-        return base
-    if isinstance(base, str):
-        from bdl.kernels import registry
-
-        return registry.get(base, **base_hyper)
-    raise ValueError(
-        f"{wrapper}: base must be a kernel name or a bdl kernel; got {type(base).__name__}."
-    )
+    return EntropyMCMC(base_kernel("entropy", base, base_hyper), eta=eta, variant=variant)

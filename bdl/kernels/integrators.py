@@ -1,92 +1,87 @@
-"""Discretisations of the recipe SDE, kept separate from the dynamics they integrate.
+"""Discretisations of the recipe SDE, kept apart from the dynamics they integrate.
 
-Both draw the injected noise of all noisy groups with a single Gaussian draw.
+An integrator maps (recipe, z, Ũ and ∇Ũ at θ, h, T, key) to the next z. Both draw the injected
+noise of all noisy groups with one Gaussian draw, and evaluate the recipe (blocks, Γ, ∇H) once
+per state they visit (:meth:`bdl.kernels.recipe.Recipe.evaluate`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import abc
 from typing import Any
 
+import equinox as eqx
 import jax
-import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from bdl.kernels.recipe import Context, Recipe, drift, noise_scale
-
-PyTree = Any
-Integrator = Callable[..., dict[str, PyTree]]
+from bdl.kernels.recipe import Context, Evaluation, Recipe, State, drift, noise_increment
 
 
-def _noise(key: jax.Array, z: dict[str, PyTree], groups: tuple[str, ...]) -> dict[str, PyTree]:
-    """Standard-normal draws for ``groups`` from one ``random.normal`` call."""
+class Integrator(eqx.Module):
+    """One step of the recipe's SDE."""
+
+    @abc.abstractmethod
+    def __call__(
+        self, recipe: Recipe, z: State, ctx: Context, h: Any, temperature: Any, key: jax.Array
+    ) -> State:
+        """The state after one step of size h from z (Ũ, ∇Ũ at z's θ in ``ctx``)."""
+
+
+def standard_normal(key: jax.Array, z: State, groups: tuple[str, ...]) -> State:
+    """ξ ~ N(0, I) for ``groups`` from one ``random.normal`` call."""
     if not groups:
         return {}
     flat, unravel = ravel_pytree({g: z[g] for g in groups})
     return unravel(jax.random.normal(key, flat.shape, flat.dtype))
 
 
-def _update(
-    z: dict[str, PyTree],
-    groups: tuple[str, ...],
-    h: jax.Array,
-    velocity: dict[str, PyTree],
-    scale: dict[str, PyTree],
-    noise: dict[str, PyTree],
-) -> dict[str, PyTree]:
+def advance(
+    recipe: Recipe,
+    ev: Evaluation,
+    z: State,
+    rows: tuple[str, ...],
+    h: Any,
+    temperature: Any,
+    noise: State,
+    at: State | None = None,
+) -> State:
+    """z with ``rows`` moved by h·drift + noise, both from ``ev`` (evaluated at ``at``, default z)."""
+    at = z if at is None else at
+    velocity = drift(recipe, ev, at, temperature, rows)
     out = dict(z)
-    for g in groups:
+    for g in rows:
         moved = jax.tree.map(lambda x, v: x + h * v, z[g], velocity[g])
-        if g in scale:
-            s = scale[g]
-            if not isinstance(s, dict | list | tuple) and jnp.ndim(s) == 0:
-                s = jax.tree.map(lambda _, s=s: s, moved)
-            moved = jax.tree.map(lambda x, sc, e: x + sc * e, moved, s, noise[g])
+        if g in ev.diffusion:
+            kick = noise_increment(recipe, ev, at, noise, temperature, h, g)
+            moved = jax.tree.map(lambda x, e: x + e, moved, kick)
         out[g] = moved
     return out
 
 
-def euler_maruyama(
-    recipe: Recipe,
-    z: dict[str, PyTree],
-    ctx: Context,
-    h: jax.Array,
-    temperature: jax.Array,
-    key: jax.Array,
-) -> dict[str, PyTree]:
+class EulerMaruyama(Integrator):
     """z ← z + h·[−(D + Q)∇H + TΓ](z) + √(2ThD(z))·ξ, every group at once."""
-    groups = tuple(recipe.groups)
-    scale = noise_scale(recipe, z, ctx, temperature, h)
-    noise = _noise(key, z, tuple(sorted(scale)))
-    return _update(z, groups, h, drift(recipe, z, ctx, temperature), scale, noise)
+
+    def __call__(
+        self, recipe: Recipe, z: State, ctx: Context, h: Any, temperature: Any, key: jax.Array
+    ) -> State:
+        ev = recipe.evaluate(z, ctx)
+        noise = standard_normal(key, z, tuple(sorted(ev.diffusion)))
+        return advance(recipe, ev, z, tuple(recipe.groups), h, temperature, noise)
 
 
-def symplectic_euler(
-    recipe: Recipe,
-    z: dict[str, PyTree],
-    ctx: Context,
-    h: jax.Array,
-    temperature: jax.Array,
-    key: jax.Array,
-) -> dict[str, PyTree]:
+class SymplecticEuler(Integrator):
     """Auxiliary groups first at (θ, r), then θ at (θ, r_new) (semi-implicit Euler).
 
-    For SGHMC this is r ← r − h∇Ũ − hCM⁻¹r + √(2ThC)ξ, θ ← θ + hM⁻¹r (Chen et al. 2014).
-    θ is unchanged between the two half-updates, so Ũ and ∇Ũ are reused.
+    For SGHMC: r ← r − h∇Ũ − hCr + √(2ThC)ξ, θ ← θ + hr (Chen et al. 2014). θ does not move in
+    the first half, so Ũ and ∇Ũ are reused; the recipe is evaluated again only at (θ, r_new),
+    where the θ-update needs it (e.g. NNSGHMC's f_Q(r_new), Gong et al. 2019, Eq. 7).
     """
-    aux = tuple(g for g in recipe.groups if g != "theta")
-    scale = noise_scale(recipe, z, ctx, temperature, h)
-    noise = _noise(key, z, tuple(sorted(scale)))
-    z = _update(z, aux, h, drift(recipe, z, ctx, temperature, aux), scale, noise)
-    theta_scale = {
-        k: v for k, v in noise_scale(recipe, z, ctx, temperature, h).items() if k == "theta"
-    }
-    return _update(
-        z, ("theta",), h, drift(recipe, z, ctx, temperature, ("theta",)), theta_scale, noise
-    )
 
-
-INTEGRATORS: dict[str, Integrator] = {
-    "euler_maruyama": euler_maruyama,
-    "symplectic_euler": symplectic_euler,
-}
+    def __call__(
+        self, recipe: Recipe, z: State, ctx: Context, h: Any, temperature: Any, key: jax.Array
+    ) -> State:
+        aux = tuple(g for g in recipe.groups if g != "theta")
+        ev = recipe.evaluate(z, ctx)
+        noise = standard_normal(key, z, tuple(sorted(ev.diffusion)))
+        z = advance(recipe, ev, z, aux, h, temperature, noise)
+        return advance(recipe, recipe.evaluate(z, ctx), z, ("theta",), h, temperature, noise)

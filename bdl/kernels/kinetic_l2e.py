@@ -19,13 +19,13 @@ fixed function of z, so not exact) and ∇_θ g would need Hessian-vector produc
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from bdl.kernels.blocks import Block, GroupKind, Scalar
 from bdl.kernels.elementwise_mlp import (
     ElementwiseMLP,
     MetaParams,
@@ -33,9 +33,11 @@ from bdl.kernels.elementwise_mlp import (
     init_mlp,
     resolve_meta_params,
 )
-from bdl.kernels.recipe import Blocks, Context, GroupKind, Recipe
-from bdl.kernels.recipe_kernel import RecipeKernel
-from bdl.kernels.sghmc import check_sgd_parameterisation, sgd_changes
+from bdl.kernels.integrators import SymplecticEuler
+from bdl.kernels.parameterisation import check_friction, learning_rate_or_step
+from bdl.kernels.recipe import Context, Recipe, State
+from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
+from bdl.kernels.sghmc import check_init_momentum
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -60,91 +62,69 @@ class KineticL2ERecipe(Recipe):
     """g = ½‖r − f_φ(θ)‖², D = diag(0, C), Q = [[0, −I], [I, 0]]."""
 
     net: ElementwiseMLP
-    friction: Any = 1.0
+    friction: Block = Scalar(1.0)
+    init_momentum: str = eqx.field(static=True, default="zero")
 
     @property
     def groups(self) -> dict[str, GroupKind]:
         return {"theta": "elementwise", "r": "elementwise"}
+
+    @property
+    def state_dependent(self) -> bool:
+        return False
 
     def shift(self, theta: PyTree) -> PyTree:
         """f_φ(θ), the learned mean of r given θ."""
         (out,) = self.net.map_tree(theta)
         return out
 
-    def kinetic(self, z: dict[str, PyTree]) -> jax.Array:
+    def kinetic(self, z: State) -> jax.Array:
         f = self.shift(z["theta"])
         return 0.5 * sum(
             jnp.sum(jnp.square(r - m))
             for r, m in zip(jax.tree.leaves(z["r"]), jax.tree.leaves(f), strict=True)
         )
 
-    def diffusion(self, z: dict[str, PyTree], ctx: Context) -> Blocks:
-        return {("r", "r"): self.friction}
+    def diffusion(self, z: State, ctx: Context) -> dict[str, Block]:
+        return {"r": self.friction}
 
-    def curl(self, z: dict[str, PyTree], ctx: Context) -> Blocks:
-        return {("theta", "r"): -1.0, ("r", "theta"): 1.0}
+    def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
+        return {("theta", "r"): Scalar(-1.0), ("r", "theta"): Scalar(1.0)}
 
-    @property
-    def state_dependent(self) -> bool:
-        return False
+    def init_aux(self, position: PyTree, key: jax.Array) -> State:
+        if self.init_momentum == "zero":
+            return {"r": jax.tree.map(jnp.zeros_like, position)}
+        return {"r": jax.tree.map(jnp.add, self.shift(position), tree_normal_like(key, position))}
+
+    def with_friction(self, friction: float) -> KineticL2ERecipe:
+        return eqx.tree_at(lambda r: r.friction, self, Scalar(friction))
 
 
-class KineticL2E(RecipeKernel):
+def kinetic_l2e(
+    step_size: StepSize | None = None,
+    friction: float | None = None,
+    *,
+    meta_params: Any = None,
+    seed: int | None = None,
+    learning_rate: float | None = None,
+    momentum: float | None = None,
+    init_momentum: str = "zero",
+) -> RecipeKernel:
     """Kinetic-L2E with step size h and friction C (or learning rate ℓ and momentum β).
 
     Args:
+        step_size: h (float or schedule); or ``None`` with ``learning_rate``.
+        friction: C > 0 (default 1; derived from (ℓ, β) when given).
         meta_params: ``{"f": ElementwiseMLP(1 → … → 1)}``, a path from
             :func:`save_meta_params`, or ``None`` for the package default.
-        step_size: h (float or schedule); or ``None`` with ``learning_rate``.
-        friction: C > 0.
-        learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), C = (1 − β)√(n/ℓ) at :meth:`bind`.
+        seed: random meta-parameters from this seed instead.
+        learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), C = (1 − β)√(n/ℓ) at bind.
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(f_φ(θ), I)).
     """
-
-    meta_params: Any = None
-    friction: float = 1.0
-    learning_rate: float | None = None
-    momentum: float | None = None
-    init_momentum: str = "zero"
-    integrator: str = "symplectic_euler"
-
-    def __post_init__(self) -> None:
-        self.meta_params = resolve_meta_params(
-            "kinetic-l2e", self.meta_params, None, init_kinetic_l2e_params
-        )
-
-    def __check_init__(self) -> None:
-        check_architecture("kinetic-l2e", self.meta_params, NETWORKS)
-        check_sgd_parameterisation("kinetic-l2e", self.learning_rate, self.momentum, self.step_size)
-        if not (math.isfinite(self.friction) and self.friction > 0):
-            raise ValueError(f"kinetic-l2e: friction must be > 0; got {self.friction}.")
-        if self.init_momentum not in ("zero", "sample"):
-            raise ValueError("kinetic-l2e: init_momentum must be 'zero' or 'sample'.")
-
-    @property
-    def name(self) -> str:
-        return "kinetic-l2e"
-
-    def has_alternative_step_size(self) -> bool:
-        return self.learning_rate is not None
-
-    def bind(self, target: Any) -> KineticL2E:
-        changes = sgd_changes(self, target.n)
-        return dataclasses.replace(self, **changes) if changes else self
-
-    def recipe(self) -> KineticL2ERecipe:
-        return KineticL2ERecipe(net=self.meta_params["f"], friction=self.friction)
-
-    def init_aux(self, position: PyTree, key: jax.Array) -> dict[str, PyTree]:
-        if self.init_momentum == "zero":
-            return {"r": jax.tree.map(jnp.zeros_like, position)}
-        shift = self.recipe().shift(position)
-        return {"r": jax.tree.map(jnp.add, shift, tree_normal_like(key, position))}
-
-
-def make_kinetic_l2e(
-    *, meta_params: Any = None, seed: int | None = None, **hyper: Any
-) -> KineticL2E:
-    """Registry factory: ``meta_params`` (dict or path) or ``seed`` (random meta-parameters)."""
     params = resolve_meta_params("kinetic-l2e", meta_params, seed, init_kinetic_l2e_params)
-    return KineticL2E(meta_params=params, **hyper)
+    check_architecture("kinetic-l2e", params, NETWORKS)
+    step = learning_rate_or_step("kinetic-l2e", step_size, learning_rate, momentum)
+    friction = check_friction("kinetic-l2e", step, friction, learning_rate)
+    check_init_momentum(init_momentum, "kinetic-l2e")
+    recipe = KineticL2ERecipe(params["f"], Scalar(friction), init_momentum)
+    return RecipeKernel(recipe, step, SymplecticEuler(), name="kinetic-l2e")

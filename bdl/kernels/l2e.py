@@ -19,22 +19,21 @@ correct, with the network as a residual around SGHMC:
 where σ_g and σ_r are the per-leaf RMS of the gradient and of the momentum. Zero heads give
 α = 0, β = r: exactly SGHMC (with unit mass), step for step.
 
-The running averages are kernel state (history), not recipe variables, and the field is neither
+The running averages are a history transform (:class:`GradientAverages`), not recipe variables, and the field is neither
 constrained to be a gradient nor a function of z alone: ``bdl check l2e`` reports L2E as
-approximate (the paper's Assumption 3.1 is assumed, not enforced). ``recipe_at(state)`` declares
-SGHMC's D, Q with the learned field at the state's stored gradient and averages.
+approximate (the paper's Assumption 3.1 is assumed, not enforced). The recipe the checker reads
+is SGHMC's D, Q with the learned field at the state's stored gradient and averages.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from bdl.kernels.base import Info, tree_norm
+from bdl.kernels.blocks import Block, GroupKind, Scalar
 from bdl.kernels.elementwise_mlp import (
     ElementwiseMLP,
     MetaParams,
@@ -42,14 +41,12 @@ from bdl.kernels.elementwise_mlp import (
     init_mlp,
     resolve_meta_params,
 )
-from bdl.kernels.integrators import INTEGRATORS
-from bdl.kernels.recipe import Context
-from bdl.kernels.recipe_kernel import RecipeKernel
-from bdl.kernels.sghmc import (
-    HamiltonianRecipe,
-    check_sgd_parameterisation,
-    sgd_changes,
-)
+from bdl.kernels.history import History
+from bdl.kernels.integrators import SymplecticEuler
+from bdl.kernels.parameterisation import check_friction, learning_rate_or_step
+from bdl.kernels.recipe import Context, Recipe, State
+from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
+from bdl.kernels.sghmc import check_init_momentum
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -104,99 +101,103 @@ def learned_field(
     return alpha, beta
 
 
-class L2ERecipe(HamiltonianRecipe):
-    """SGHMC's D and Q with the kinetic field (α_φ, β_φ) at fixed gradient features."""
+class L2ERecipe(Recipe):
+    """SGHMC's D = diag(0, C) and Q = [[0, −I], [I, 0]] with the kinetic field (α_φ, β_φ) in
+    place of ∇g, at fixed gradient features (set by :class:`GradientAverages`)."""
 
-    net: ElementwiseMLP | None = None
+    net: ElementwiseMLP
+    friction: Block = Scalar(1.0)
     grad: PyTree = None
     emas: tuple[PyTree, ...] = ()
+    init_momentum: str = eqx.field(static=True, default="zero")
 
-    def kinetic_grad(self, z: dict[str, PyTree]) -> dict[str, PyTree]:
+    @property
+    def groups(self) -> dict[str, GroupKind]:
+        return {"theta": "elementwise", "r": "elementwise"}
+
+    @property
+    def state_dependent(self) -> bool:
+        return False
+
+    def kinetic(self, z: State) -> jax.Array:
+        return 0.5 * sum(jnp.sum(r * r) for r in jax.tree.leaves(z["r"]))
+
+    def kinetic_grad(self, z: State) -> State:
         alpha, beta = learned_field(self.net, z["theta"], z["r"], self.grad, self.emas)
         return {"theta": alpha, "r": beta}
 
+    def diffusion(self, z: State, ctx: Context) -> dict[str, Block]:
+        return {"r": self.friction}
 
-class L2EState(NamedTuple):
-    """z = (θ, r); the gradient running averages and the last gradient are history."""
+    def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
+        return {("theta", "r"): Scalar(-1.0), ("r", "theta"): Scalar(1.0)}
 
-    z: dict[str, PyTree]
+    def init_aux(self, position: PyTree, key: jax.Array) -> State:
+        if self.init_momentum == "zero":
+            return {"r": jax.tree.map(jnp.zeros_like, position)}
+        return {"r": tree_normal_like(key, position)}
+
+    def with_friction(self, friction: float) -> L2ERecipe:
+        return eqx.tree_at(lambda r: r.friction, self, Scalar(friction))
+
+
+class GradientHistory(NamedTuple):
+    """The gradient running averages m_k and the last gradient."""
+
     emas: tuple[PyTree, ...]
     grad: PyTree
 
 
-class L2E(RecipeKernel):
+class GradientAverages(History):
+    """L2E's features from the gradient history: m_k ← d_k·m_k + (1 − d_k)·g, updated with the
+    step's gradient before the move, and that gradient itself."""
+
+    @property
+    def adaptive(self) -> bool:
+        return True
+
+    def init(self, position: PyTree) -> GradientHistory:
+        zeros = jax.tree.map(jnp.zeros_like, position)
+        return GradientHistory(tuple(zeros for _ in EMA_DECAYS), zeros)
+
+    def prepare(self, state: GradientHistory, grad: PyTree) -> GradientHistory:
+        return GradientHistory(update_emas(state.emas, grad), grad)
+
+    def condition(self, recipe: Recipe, state: GradientHistory) -> Recipe:
+        return eqx.tree_at(
+            lambda r: (r.grad, r.emas), recipe, (state.grad, state.emas), is_leaf=_is_none
+        )
+
+
+def _is_none(x: Any) -> bool:
+    return x is None
+
+
+def l2e(
+    step_size: StepSize | None = None,
+    friction: float | None = None,
+    *,
+    meta_params: Any = None,
+    seed: int | None = None,
+    learning_rate: float | None = None,
+    momentum: float | None = None,
+    init_momentum: str = "zero",
+) -> RecipeKernel:
     """L2E with step size h and friction C (or learning rate ℓ and momentum β).
 
     Args:
+        step_size: h (float or schedule); or ``None`` with ``learning_rate``.
+        friction: C > 0 (default 1; derived from (ℓ, β) when given).
         meta_params: ``{"net": ElementwiseMLP(9 → … → 2)}``, a path from
             :func:`save_meta_params`, or ``None`` for the package default.
-        step_size: h (float or schedule); or ``None`` with ``learning_rate``.
-        friction: C > 0.
-        learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), C = (1 − β)√(n/ℓ) at :meth:`bind`.
+        seed: random meta-parameters from this seed instead.
+        learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), C = (1 − β)√(n/ℓ) at bind.
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(0, I)).
     """
-
-    meta_params: Any = None
-    friction: float = 1.0
-    learning_rate: float | None = None
-    momentum: float | None = None
-    init_momentum: str = "zero"
-    integrator: str = "symplectic_euler"
-
-    def __post_init__(self) -> None:
-        self.meta_params = resolve_meta_params("l2e", self.meta_params, None, init_l2e_params)
-
-    def __check_init__(self) -> None:
-        check_architecture("l2e", self.meta_params, NETWORKS)
-        check_sgd_parameterisation("l2e", self.learning_rate, self.momentum, self.step_size)
-        if not (math.isfinite(self.friction) and self.friction > 0):
-            raise ValueError(f"l2e: friction must be > 0; got {self.friction}.")
-        if self.init_momentum not in ("zero", "sample"):
-            raise ValueError("l2e: init_momentum must be 'zero' or 'sample'.")
-
-    def has_alternative_step_size(self) -> bool:
-        return self.learning_rate is not None
-
-    def bind(self, target: Any) -> L2E:
-        changes = sgd_changes(self, target.n)
-        return dataclasses.replace(self, **changes) if changes else self
-
-    def recipe(self) -> L2ERecipe:
-        raise TypeError("l2e: the recipe depends on the gradient history; use recipe_at(state).")
-
-    def _recipe(self, grad: PyTree, emas: tuple[PyTree, ...]) -> L2ERecipe:
-        return L2ERecipe(
-            mass=1.0, friction=self.friction, net=self.meta_params["net"], grad=grad, emas=emas
-        )
-
-    def recipe_at(self, state: L2EState) -> L2ERecipe:
-        return self._recipe(state.grad, state.emas)
-
-    def init(self, position: PyTree, key: jax.Array) -> L2EState:
-        if self.init_momentum == "zero":
-            r = jax.tree.map(jnp.zeros_like, position)
-        else:
-            r = tree_normal_like(key, position)
-        zeros = jax.tree.map(jnp.zeros_like, position)
-        return L2EState({"theta": position, "r": r}, tuple(zeros for _ in EMA_DECAYS), zeros)
-
-    def step(
-        self,
-        key: jax.Array,
-        state: L2EState,
-        energy_and_grad: Any,
-        step_size: jax.Array,
-        temperature: jax.Array,
-    ) -> tuple[L2EState, Info]:
-        energy, grad = energy_and_grad(state.z["theta"])
-        emas = update_emas(state.emas, grad)
-        recipe = self._recipe(grad, emas)
-        ctx = Context(energy, grad)
-        z = INTEGRATORS[self.integrator](recipe, state.z, ctx, step_size, temperature, key)
-        info = Info(energy, recipe.kinetic(z), tree_norm(grad), step_size, temperature)
-        return L2EState(z, emas, grad), info
-
-
-def make_l2e(*, meta_params: Any = None, seed: int | None = None, **hyper: Any) -> L2E:
-    """Registry factory: ``meta_params`` (dict or path) or ``seed`` (random meta-parameters)."""
-    return L2E(meta_params=resolve_meta_params("l2e", meta_params, seed, init_l2e_params), **hyper)
+    params = resolve_meta_params("l2e", meta_params, seed, init_l2e_params)
+    check_architecture("l2e", params, NETWORKS)
+    step = learning_rate_or_step("l2e", step_size, learning_rate, momentum)
+    friction = check_friction("l2e", step, friction, learning_rate)
+    check_init_momentum(init_momentum, "l2e")
+    recipe = L2ERecipe(params["net"], Scalar(friction), init_momentum=init_momentum)
+    return RecipeKernel(recipe, step, SymplecticEuler(), GradientAverages(), name="l2e")

@@ -10,12 +10,9 @@ Kernels use it as
   momentum is rescaled r ← M_new^{1/2} M_old^{−1/2} r (App. D), which keeps the canonical
   momentum p = M^{−1/2}r unchanged — so the kernel stores p and the rescaling costs nothing.
 
-Protocol, per step of the kernel with the step's own gradient g = ∇Ũ(θ_t):
-
-    state = p.prepare(state, g)   # before the move (RMSprop: initialise V at the first step)
-    M = state.mass                # the mass this step uses; ``recipe_at`` reads the same M
-    ... move ...
-    state = p.update(state, g)    # fold g into the statistics; M may change for the next step
+A preconditioner is a :class:`bdl.kernels.history.History` transform: ``prepare`` (RMSprop:
+initialise V at the first step), ``condition`` (set the recipe's mass to the current M), the move,
+then ``update`` (fold g into the statistics; M may change for the next step).
 
 M never depends on the current θ — only on past gradients — so every recipe has Γ = 0 and
 each step is an exact discretisation of the recipe with the M it uses. What is approximate is
@@ -34,17 +31,15 @@ the *history* dependence, which the checker reports when M changes from one step
 
 from __future__ import annotations
 
-import abc
-from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from bdl.kernels.base import EnergyAndGrad, Info, tree_norm
-from bdl.kernels.integrators import INTEGRATORS
-from bdl.kernels.recipe import Context, Recipe
+from bdl.kernels.blocks import Elementwise, PerLeaf
+from bdl.kernels.history import History
+from bdl.kernels.recipe import Recipe
 
 PyTree = Any
 
@@ -60,46 +55,8 @@ class PreconditionerState(NamedTuple):
     count: jax.Array
 
 
-class PreconditionedState(NamedTuple):
-    """Kernel state with a preconditioner: recipe variables ``z`` and the preconditioner's history
-    (not part of z: the checker treats it as gradient history)."""
-
-    z: dict[str, PyTree]
-    precond: PreconditionerState
-
-
-class Preconditioner(eqx.Module):
+class Preconditioner(History):
     """A diagonal mass M adapted from past stochastic gradients (see module docstring)."""
-
-    def bind(self, target: Any) -> Preconditioner:
-        """This preconditioner with target-dependent settings (n, epoch length) resolved."""
-        return self
-
-    @abc.abstractmethod
-    def init(self, position: PyTree) -> PreconditionerState:
-        """The state before any gradient was seen."""
-
-    def prepare(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
-        """Called with the step's gradient before the move (identity unless overridden)."""
-        return state
-
-    @abc.abstractmethod
-    def update(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
-        """Fold the step's gradient into the statistics; possibly a new mass for the next step."""
-
-    @property
-    def adaptive(self) -> bool:
-        """Whether M can change after every step (the checker then finds history dependence)."""
-        return False
-
-
-def _leaf_scalars(position: PyTree, value: float) -> PyTree:
-    return jax.tree.map(lambda x: jnp.full((), value, jnp.result_type(x)), position)
-
-
-def inverse(mass: PyTree) -> PyTree:
-    """G = M⁻¹ leafwise."""
-    return jax.tree.map(lambda m: 1.0 / m, mass)
 
 
 def rescale_momentum(r: PyTree, old_mass: PyTree, new_mass: PyTree) -> PyTree:
@@ -107,15 +64,19 @@ def rescale_momentum(r: PyTree, old_mass: PyTree, new_mass: PyTree) -> PyTree:
     return jax.tree.map(lambda x, mo, mn: x * jnp.sqrt(mn / mo), r, old_mass, new_mass)
 
 
+def _leaf_scalars(position: PyTree, value: float) -> PyTree:
+    return jax.tree.map(lambda x: jnp.full((), value, jnp.result_type(x)), position)
+
+
 # --------------------------------------------------------------------------------- identity
 class Identity(Preconditioner):
-    """M = I (one 0-d array per leaf)."""
+    """M = I (or the recipe's own constant mass): no statistics, the recipe as declared."""
 
-    def init(self, position: PyTree) -> PreconditionerState:
-        return PreconditionerState(_leaf_scalars(position, 1.0), (), jnp.zeros((), jnp.int32))
+    def init(self, position: PyTree) -> tuple[()]:
+        return ()
 
-    def update(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
-        return state._replace(count=state.count + 1)
+    def condition(self, recipe: Recipe, state: PyTree) -> Recipe:
+        return recipe
 
 
 # ---------------------------------------------------------------------------------- RMSprop
@@ -158,6 +119,9 @@ class RMSprop(Preconditioner):
         first = state.count == 0
         v = jax.tree.map(lambda s, g: jnp.where(first, g * g, s), state.stats, grad)
         return state._replace(mass=self._mass(v), stats=v)
+
+    def condition(self, recipe: Recipe, state: PreconditionerState) -> Recipe:
+        return recipe.with_mass(Elementwise(state.mass))
 
     def update(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
         a = self.alpha
@@ -237,6 +201,9 @@ class Layerwise(Preconditioner):
             _leaf_scalars(position, 1.0), _leaf_scalars(position, 0.0), jnp.zeros((), jnp.int32)
         )
 
+    def condition(self, recipe: Recipe, state: PreconditionerState) -> Recipe:
+        return recipe.with_mass(PerLeaf(state.mass))
+
     def update(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
         count = state.count + 1  # gradients seen, this one included
         k = self.gradients_per_estimate
@@ -289,31 +256,9 @@ def layerwise(
 
 
 def check_preconditioner(value: Any, owner: str) -> None:
-    """Raise a ValueError naming ``preconditioner`` unless ``value`` is one (or ``None``)."""
-    if value is not None and not isinstance(value, Preconditioner):
+    """Raise a ValueError naming ``preconditioner`` unless ``value`` is one."""
+    if not isinstance(value, Preconditioner):
         raise ValueError(
             f"{owner}: preconditioner must be a bdl.kernels.preconditioners object (identity(), "
-            f"rmsprop(), layerwise()) or None; got {type(value).__name__}."
+            f"rmsprop(), layerwise()); got {type(value).__name__}."
         )
-
-
-# ------------------------------------------------------------------------- kernel plumbing
-def preconditioned_step(
-    preconditioner: Preconditioner,
-    recipe_for: Callable[[PyTree], Recipe],
-    integrator: str,
-    key: jax.Array,
-    state: PreconditionedState,
-    energy_and_grad: EnergyAndGrad,
-    step_size: jax.Array,
-    temperature: jax.Array,
-) -> tuple[PreconditionedState, Info]:
-    """One step of a recipe kernel whose recipe is ``recipe_for(M)``; the step's gradient then
-    feeds the preconditioner (M may change for the next step; z is not touched by the update —
-    kernels with momentum store the canonical p = M^{−1/2}r, which a change of M leaves as is)."""
-    energy, grad = energy_and_grad(state.z["theta"])
-    pstate = preconditioner.prepare(state.precond, grad)
-    recipe = recipe_for(pstate.mass)
-    z = INTEGRATORS[integrator](recipe, state.z, Context(energy, grad), step_size, temperature, key)
-    info = Info(energy, recipe.kinetic(z), tree_norm(grad), step_size, temperature)
-    return PreconditionedState(z, preconditioner.update(pstate, grad)), info

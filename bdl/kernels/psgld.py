@@ -1,26 +1,29 @@
-"""pSGLD: preconditioned SGLD with an RMSprop diagonal (Li, Chen, Carlson & Carin 2016).
+"""pSGLD: SGLD preconditioned by RMSprop (Li, Chen, Carlson & Carin 2016).
 
 Recipe (per step): z = θ, g = 0, D = G, Q = 0, with G = 1/(λ + √V) and
 V ← αV + (1−α)(∇Ũ)² a running average of squared stochastic gradients. Euler–Maruyama:
 
     θ ← θ − hG∇Ũ(θ) + √(2ThG)·ξ,   ξ ~ N(0, I).
 
-G is computed from the gradients of the previous steps (V is updated after the move; the first
-step initialises V = g₁²), so it does not depend on the current θ and the recipe's Γ is zero.
-Li et al.'s correction term Γ = ∇_θ·G (which they drop) belongs to the idealised model where G
-is a function of θ; here the approximation is of another kind: G changes every step with the
-gradient history, so θ alone is not a Markov chain with invariant law π_T. The checker labels
+It is :func:`bdl.kernels.sgld.sgld` with the :class:`~bdl.kernels.preconditioners.RMSprop`
+history transform. G is computed from the gradients of the previous steps (V is updated after the
+move; the first step initialises V = g₁²), so it does not depend on the current θ and the recipe's
+Γ is zero. Li et al.'s correction term Γ = ∇_θ·G (which they drop) belongs to the idealised model
+where G is a function of θ; here the approximation is of another kind: G changes every step with
+the gradient history, so θ alone is not a Markov chain with invariant law π_T. The checker labels
 the kernel approximate with "depends on gradient history". For an exact preconditioned SGLD,
-freeze the preconditioner between updates: ``sgld(preconditioner=layerwise(...))``.
+freeze the preconditioner between updates: ``sgld(step_size, layerwise(...))``.
 """
 
 from __future__ import annotations
 
-from bdl.kernels.preconditioners import Preconditioner, RMSprop
-from bdl.kernels.sgld import SGLD
+from bdl.kernels.integrators import EulerMaruyama
+from bdl.kernels.preconditioners import rmsprop
+from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
+from bdl.kernels.sgld import Langevin
 
 
-class PSGLD(SGLD):
+def psgld(step_size: StepSize, alpha: float = 0.99, eps: float = 1e-5) -> RecipeKernel:
     """SGLD preconditioned by RMSprop (Li et al. 2016).
 
     Args:
@@ -29,20 +32,6 @@ class PSGLD(SGLD):
         alpha: decay α of the squared-gradient average (default 0.99, as Li et al.).
         eps: λ, regulariser of G = 1/(λ + √V) (default 1e-5, as Li et al.).
     """
-
-    alpha: float = 0.99
-    eps: float = 1e-5
-
-    def __check_init__(self) -> None:
-        if self.preconditioner is not None:
-            raise ValueError(
-                "psgld: preconditioner is fixed to RMSprop(alpha, eps); for another "
-                "preconditioner use sgld(preconditioner=...)."
-            )
-        if not 0.0 <= self.alpha < 1.0:
-            raise ValueError(f"psgld: alpha must be in [0, 1); got {self.alpha}.")
-        if not self.eps > 0:
-            raise ValueError(f"psgld: eps must be > 0; got {self.eps}.")
-
-    def active_preconditioner(self) -> Preconditioner:
-        return RMSprop(self.alpha, self.eps)
+    return RecipeKernel(
+        Langevin(), step_size, EulerMaruyama(), rmsprop(alpha, eps), name="psgld"
+    )

@@ -1,38 +1,36 @@
 """The complete recipe of Ma, Chen & Fox (2015) in structured form.
 
-State z = (θ, r) is a dict of named groups: ``"theta"`` (the position) and auxiliary groups
-(momentum, thermostat, …). A group is *elementwise* (a pytree shaped like θ) or *scalar*. A recipe
-declares the kinetic energy g(θ, r), the diffusion D(z) (diagonal blocks only) and the curl Q(z)
-as blocks between groups:
+The state z is a dict of named groups (:mod:`bdl.kernels.blocks`): ``"theta"`` (the position)
+and auxiliary groups (momentum, thermostat, …). A recipe declares the kinetic energy g(θ, r), the
+diffusion D(z) (diagonal blocks, one per noisy group) and the curl Q(z) (blocks between groups).
+With H(z) = U(θ) + g(θ, r) the dynamics are
 
-    (elementwise a, elementwise b): a diagonal, stored like θ (or a broadcast scalar),
-    (elementwise a, scalar b):     a column, stored like θ,
-    (scalar a, elementwise b):     a row, stored like θ,
-    (scalar a, scalar b):          a scalar.
+    dz = [−(D + Q)∇H + T·Γ] dt + √(2T·D) dW,    Γ_i = Σ_j ∂(D_ij + Q_ij)/∂z_j,
 
-The dynamics, with H(z) = U(θ) + g(θ, r), are
-
-    dz = [−(D + Q)∇H + T·Γ] dt + √(2T·D) dW,    Γ_i = Σ_j ∂(D_ij + Q_ij)/∂z_j.
+and exp(−H/T) is stationary whenever D is positive semi-definite, Q skew-symmetric and
+∫ exp(−g/T) dr does not depend on θ (docs/design.md, *The complete recipe*).
 
 Blocks may depend on z locally (entry i of a block on coordinate i of each group) and on the global
-scalar U(θ) (and, in r-columns only, on ∂_iU). Γ is then derived exactly by forward-mode
-autodiff at O(d) cost (:func:`correction`): one JVP with an all-ones tangent per column group,
-plus a JVP in U chained with ∂_iU for θ-columns. The checker compares this structured Γ with the
-dense divergence, so a recipe that breaks locality is caught rather than trusted.
+scalar U(θ) (and, in r-columns only, on ∂_iU). Γ is then derived exactly by forward-mode autodiff
+at O(d) cost (:meth:`Recipe.evaluate`): the blocks are linearised once, and the linear map is
+applied to an all-ones tangent per column group, plus a tangent in U chained with ∂_iU for
+θ-columns. The checker compares this Γ with the dense divergence, so a recipe that breaks locality
+is caught rather than trusted.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from bdl.kernels.blocks import Block, GroupKind, as_block, divergence, matvec
+
 PyTree = Any
-Blocks = dict[tuple[str, str], Any]
-GroupKind = Literal["elementwise", "scalar"]
+State = dict[str, PyTree]
 
 
 class Context(NamedTuple):
@@ -42,8 +40,21 @@ class Context(NamedTuple):
     grad: PyTree
 
 
+class Evaluation(NamedTuple):
+    """A recipe evaluated at one state: its blocks, Γ and ∇H, each computed once.
+
+    ``diffusion`` maps a noisy group to its diagonal block, ``curl`` maps (row, column) to a block;
+    ``gamma`` holds the non-zero rows of Γ only.
+    """
+
+    diffusion: dict[str, Block]
+    curl: dict[tuple[str, str], Block]
+    gamma: dict[str, PyTree]
+    grad_h: dict[str, PyTree]
+
+
 class Recipe(eqx.Module):
-    """A choice of (g, D, Q). Subclasses are pytrees (their learned parameters are leaves)."""
+    """A choice of (g, D, Q). Subclasses are pytrees (learned parameters are leaves)."""
 
     @property
     @abc.abstractmethod
@@ -51,15 +62,15 @@ class Recipe(eqx.Module):
         """Names and kinds of the state groups; always contains ``"theta"``."""
 
     @abc.abstractmethod
-    def kinetic(self, z: dict[str, PyTree]) -> jax.Array:
+    def kinetic(self, z: State) -> jax.Array:
         """g(θ, r), the part of H beyond U(θ); ∫ exp(−g/T) dr must not depend on θ."""
 
     @abc.abstractmethod
-    def diffusion(self, z: dict[str, PyTree], ctx: Context) -> Blocks:
-        """Diagonal blocks ``{(a, a): D_aa}`` of the PSD diffusion (absent groups: 0)."""
+    def diffusion(self, z: State, ctx: Context) -> dict[str, Block]:
+        """The diagonal blocks ``{group: D_aa}`` of the PSD diffusion (absent groups: 0)."""
 
     @abc.abstractmethod
-    def curl(self, z: dict[str, PyTree], ctx: Context) -> Blocks:
+    def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
         """Blocks ``{(a, b): Q_ab}`` of the skew-symmetric curl (both (a, b) and (b, a))."""
 
     @property
@@ -67,7 +78,31 @@ class Recipe(eqx.Module):
         """Whether D or Q depend on z or U; when ``False``, Γ = 0 and costs nothing."""
         return True
 
-    def kinetic_grad(self, z: dict[str, PyTree]) -> dict[str, PyTree]:
+    def init_aux(self, position: PyTree, key: jax.Array) -> State:
+        """The auxiliary groups of the initial state (none for first-order recipes)."""
+        return {}
+
+    def observables(self, z: State) -> dict[str, PyTree]:
+        """Named functions of the state a kernel may collect with its draws (e.g. the momentum)."""
+        return {}
+
+    def bind(self, target: Any) -> Recipe:
+        """This recipe with settings that depend on the target (e.g. its size n) resolved."""
+        return self
+
+    def with_friction(self, friction: float) -> Recipe:
+        """This recipe with friction γ, for the (ℓ, β) parameterisation
+        (:mod:`bdl.kernels.parameterisation`); recipes without friction raise."""
+        raise TypeError(
+            f"{type(self).__name__} has no friction: give step_size, not learning_rate."
+        )
+
+    def with_mass(self, mass: Block) -> Recipe:
+        """This recipe with the diagonal mass M set by a preconditioner
+        (:mod:`bdl.kernels.preconditioners`); recipes without a mass raise."""
+        raise TypeError(f"{type(self).__name__} takes no preconditioner (it has no mass).")
+
+    def kinetic_grad(self, z: State) -> State:
         """∇g over every group, by autodiff of :meth:`kinetic`.
 
         A kernel whose dynamics use a learned field in place of ∇g overrides this; the checker
@@ -75,143 +110,84 @@ class Recipe(eqx.Module):
         """
         return jax.grad(self.kinetic)(z)
 
-    def gamma(self, z: dict[str, PyTree], ctx: Context) -> dict[str, PyTree]:
-        """The correction Γ the dynamics use: :func:`correction`, derived by autodiff."""
-        return correction(self, z, ctx)
+    def evaluate(self, z: State, ctx: Context) -> Evaluation:
+        """Blocks, Γ and ∇H at z, each evaluated once (module docstring for Γ)."""
+        kinds = self.groups
+        grad_h = hamiltonian_grad(self, z, ctx)
+        if not self.state_dependent:
+            return Evaluation(self.diffusion(z, ctx), self.curl(z, ctx), {}, grad_h)
+
+        def blocks_at(zz: State, energy: jax.Array) -> tuple[dict, dict]:
+            c = Context(energy, ctx.grad)
+            return self.diffusion(zz, c), self.curl(zz, c)
+
+        (d_blocks, q_blocks), linear = jax.linearize(blocks_at, z, ctx.energy)
+        zero_z = jax.tree.map(jnp.zeros_like, z)
+        zero_u = jnp.zeros_like(ctx.energy)
+        gamma: dict[str, Any] = {}
+
+        def add(row: str, value: Any) -> None:
+            gamma[row] = value if row not in gamma else _tree_add(gamma[row], value)
+
+        for col in kinds:
+            tangent = {**zero_z, col: jax.tree.map(jnp.ones_like, z[col])}
+            d_dot, q_dot = linear(tangent, zero_u)
+            for (row, c), block in _pairs(d_dot, q_dot):
+                if c == col:
+                    add(row, divergence(block, z[row], z[col], kinds[row], kinds[col]))
+        # chain rule through the global scalar U(θ) for θ-columns
+        d_dot, q_dot = linear(zero_z, jnp.ones_like(ctx.energy))
+        for (row, col), block in _pairs(d_dot, q_dot):
+            if col == "theta":
+                add(row, matvec(block, ctx.grad, z[row], kinds[row], "elementwise"))
+        return Evaluation(d_blocks, q_blocks, gamma, grad_h)
 
 
-# ---------------------------------------------------------------------------- block algebra
-def _leafwise(fn: Any, *trees: Any) -> Any:
-    """Map over θ-shaped pytrees, broadcasting plain scalars."""
-    ref = next((t for t in trees if not _is_scalar(t)), None)
-    if ref is None:
-        return fn(*trees)
-    expanded = [jax.tree.map(lambda _, s=t: s, ref) if _is_scalar(t) else t for t in trees]
-    return jax.tree.map(fn, *expanded)
+def _pairs(diffusion: dict[str, Block], curl: dict[tuple[str, str], Block]) -> Any:
+    yield from (((g, g), b) for g, b in diffusion.items())
+    yield from curl.items()
 
 
-def _is_scalar(x: Any) -> bool:
-    return isinstance(x, int | float) or (
-        hasattr(x, "shape") and x.shape == () and not isinstance(x, dict | list | tuple)
-    )
+def _tree_add(a: Any, b: Any) -> Any:
+    return jax.tree.map(jnp.add, a, b)
 
 
-def _tree_total(tree: Any) -> jax.Array:
-    if _is_scalar(tree):
-        return jnp.asarray(tree)
-    return sum(jnp.sum(x) for x in jax.tree.leaves(tree))
-
-
-def block_matvec(block: Any, v: Any, row: GroupKind, col: GroupKind) -> Any:
-    """The product of one block with the column group's vector ``v``."""
-    if row == "elementwise" and col == "elementwise":
-        return _leafwise(lambda m, x: m * x, block, v)
-    if row == "elementwise" and col == "scalar":
-        return _leafwise(lambda m: m * v, block)
-    if row == "scalar" and col == "elementwise":
-        return _tree_total(_leafwise(lambda m, x: m * x, block, v))
-    return block * v
-
-
-def _add(a: Any, b: Any) -> Any:
-    if a is None:
-        return b
-    return _leafwise(lambda x, y: x + y, a, b)
-
-
-def _zeros_like_group(z: dict[str, PyTree], group: str) -> Any:
-    return jax.tree.map(jnp.zeros_like, z[group])
-
-
-def _combined(recipe: Recipe, z: dict[str, PyTree], ctx: Context) -> Blocks:
-    blocks = {k: _as_array(v) for k, v in recipe.curl(z, ctx).items()}
-    for key, value in recipe.diffusion(z, ctx).items():
-        blocks[key] = _add(blocks.get(key), _as_array(value))
-    return blocks
-
-
-def _as_array(block: Any) -> Any:
-    return jnp.asarray(block) if isinstance(block, int | float) else block
-
-
-# ---------------------------------------------------------------------------- derived terms
-def correction(recipe: Recipe, z: dict[str, PyTree], ctx: Context) -> dict[str, PyTree]:
-    """Γ_a = Σ_b Σ_j ∂(D + Q)_{a,b_j} / ∂z_{b_j}, exact by forward-mode autodiff.
-
-    Column group b contributes the JVP of the blocks with an all-ones tangent on z_b (entry i
-    of a block depends on z_b only through z_{b,i}); θ-columns add ∂(block)/∂U · ∂_iU.
-    """
-    kinds = recipe.groups
-    gamma: dict[str, Any] = {g: _zeros_like_group(z, g) for g in kinds}
-    if not recipe.state_dependent:
-        return gamma
-
-    def blocks_of(zz: dict[str, PyTree], energy: jax.Array) -> Blocks:
-        return _combined(recipe, zz, Context(energy, ctx.grad))
-
-    zero_z = jax.tree.map(jnp.zeros_like, z)
-    for col in kinds:
-        tangent = dict(zero_z)
-        tangent[col] = jax.tree.map(jnp.ones_like, z[col])
-        _, d_blocks = jax.jvp(blocks_of, (z, ctx.energy), (tangent, jnp.zeros_like(ctx.energy)))
-        for (row, c), d in d_blocks.items():
-            if c != col:
-                continue
-            gamma[row] = _add(gamma[row], _column_divergence(d, kinds[row], kinds[col]))
-    # chain rule through the global scalar U(θ) for θ-columns
-    _, d_blocks = jax.jvp(blocks_of, (z, ctx.energy), (zero_z, jnp.ones_like(ctx.energy)))
-    for (row, col), d in d_blocks.items():
-        if col != "theta":
-            continue
-        chained = block_matvec(d, ctx.grad, kinds[row], "elementwise")
-        gamma[row] = _add(gamma[row], chained)
-    return gamma
-
-
-def _column_divergence(d_block: Any, row: GroupKind, col: GroupKind) -> Any:
-    if row == "scalar" and col == "elementwise":
-        return _tree_total(d_block)
-    return d_block
-
-
-def hamiltonian_grad(recipe: Recipe, z: dict[str, PyTree], ctx: Context) -> dict[str, PyTree]:
-    """∇H = (∇U + ∇_θ g, ∇_r g, …) with ∇g by autodiff and ∇U from the context."""
-    grad_g = recipe.kinetic_grad(z)
-    out = dict(grad_g)
-    out["theta"] = jax.tree.map(jnp.add, ctx.grad, grad_g["theta"])
+def hamiltonian_grad(recipe: Recipe, z: State, ctx: Context) -> State:
+    """∇H = (∇U + ∇_θ g, ∇_r g, …) with ∇g from the recipe and ∇U from the context."""
+    out = dict(recipe.kinetic_grad(z))
+    out["theta"] = jax.tree.map(jnp.add, ctx.grad, out["theta"])
     return out
 
 
 def drift(
-    recipe: Recipe,
-    z: dict[str, PyTree],
-    ctx: Context,
-    temperature: jax.Array,
-    groups: tuple[str, ...] | None = None,
-) -> dict[str, PyTree]:
-    """−(D + Q)∇H + T·Γ, restricted to ``groups`` (all by default)."""
+    recipe: Recipe, ev: Evaluation, z: State, temperature: Any, rows: tuple[str, ...]
+) -> State:
+    """[−(D + Q)∇H + T·Γ] restricted to ``rows``, from one evaluation."""
     kinds = recipe.groups
-    groups = tuple(kinds) if groups is None else groups
-    grad_h = hamiltonian_grad(recipe, z, ctx)
-    blocks = _combined(recipe, z, ctx)
-    gamma = recipe.gamma(z, ctx)
     out = {}
-    for row in groups:
+    for row in rows:
         acc = None
-        for (r, col), block in blocks.items():
-            if r != row:
-                continue
-            acc = _add(acc, block_matvec(block, grad_h[col], kinds[row], kinds[col]))
-        acc = _zeros_like_group(z, row) if acc is None else acc
-        out[row] = _leafwise(lambda m, g: -m + temperature * g, acc, gamma[row])
+        terms = [((row, row), ev.diffusion[row])] if row in ev.diffusion else []
+        terms += [(key, b) for key, b in ev.curl.items() if key[0] == row]
+        for (_, col), block in terms:
+            prod = matvec(as_block(block), ev.grad_h[col], z[row], kinds[row], kinds[col])
+            acc = prod if acc is None else _tree_add(acc, prod)
+        value = jax.tree.map(jnp.zeros_like, z[row]) if acc is None else _negate(acc)
+        if row in ev.gamma:
+            value = jax.tree.map(lambda v, g: v + temperature * g, value, ev.gamma[row])
+        out[row] = value
     return out
 
 
-def noise_scale(
-    recipe: Recipe, z: dict[str, PyTree], ctx: Context, temperature: jax.Array, h: jax.Array
-) -> dict[str, PyTree]:
-    """√(2·T·h·D_aa) for every noisy group."""
-    return {
-        a: _leafwise(lambda d: jnp.sqrt(2.0 * temperature * h * d), block)
-        for (a, _), block in recipe.diffusion(z, ctx).items()
-    }
+def _negate(tree: Any) -> Any:
+    return jax.tree.map(jnp.negative, tree)
+
+
+def noise_increment(
+    recipe: Recipe, ev: Evaluation, z: State, noise: State, temperature: Any, h: Any, row: str
+) -> PyTree:
+    """√(2·T·h·D_row)·ξ_row for a noisy group (elementwise or scalar)."""
+    scale = as_block(ev.diffusion[row]).map(lambda d: jnp.sqrt(2.0 * temperature * h * d))
+    if recipe.groups[row] == "elementwise":
+        return scale.times(noise[row])
+    return scale.value * noise[row]

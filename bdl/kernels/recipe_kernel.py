@@ -1,83 +1,145 @@
-"""Kernels defined by a recipe (g, D, Q) and an integrator.
+"""The one transition: a kernel is data — a recipe, an integrator and a history transform.
 
-A subclass provides the recipe (:meth:`RecipeKernel.recipe`), the initial auxiliary variables
-(:meth:`RecipeKernel.init_aux`) and chooses an integrator; the step is then generic.
+    energy, grad = Ũ(θ), ∇Ũ(θ)                       # one minibatch gradient
+    history = transform.prepare(history, grad)
+    recipe = transform.condition(recipe, history)     # e.g. the preconditioner's mass
+    z = integrator(recipe, z, (energy, grad), h, T, key)
+    history = transform.update(history, grad)
+
+Every registered kernel is a :class:`RecipeKernel` (possibly inside wrappers): SGLD is the
+Langevin recipe under Euler–Maruyama, pSGLD the same with the RMSprop transform, SGHMC the
+Hamiltonian recipe under symplectic Euler, and so on. Adding a kernel means writing a recipe
+(docs/architecture.md).
 """
 
 from __future__ import annotations
 
-import abc
+import dataclasses
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
 
-from bdl.kernels.base import Info, Kernel, Schedule, as_schedule, tree_norm
-from bdl.kernels.integrators import INTEGRATORS
+from bdl.kernels.base import EnergyAndGrad, Info, Kernel, tree_norm
+from bdl.kernels.history import History, NoHistory
+from bdl.kernels.integrators import EulerMaruyama, Integrator
+from bdl.kernels.parameterisation import LearningRate, langevin_from_sgd
 from bdl.kernels.recipe import Context, Recipe
+from bdl.schedules import Schedule, as_schedule
 
 PyTree = Any
+StepSize = float | Schedule | LearningRate
 
 
 class RecipeState(NamedTuple):
-    """z: the recipe's groups, ``{"theta": θ, "r": momentum, …}``."""
+    """``z``: the recipe's groups ``{"theta": θ, "p": momentum, …}``; ``history``: the history
+    transform's state (``()`` when there is none)."""
 
     z: dict[str, PyTree]
+    history: PyTree = ()
 
 
 class RecipeKernel(Kernel):
-    """A kernel = recipe + integrator + defaults."""
+    """A kernel = recipe + integrator + history transform + step size.
 
-    step_size: float | Schedule | None = None
-    integrator: str = eqx.field(static=True, default="euler_maruyama")
+    Args:
+        recipe: the (g, D, Q) to discretise (:class:`bdl.kernels.recipe.Recipe`).
+        step_size: h, a float > 0 or a schedule ``t -> h_t``; or a
+            :class:`bdl.kernels.parameterisation.LearningRate` (ℓ, β), resolved at :meth:`bind`
+            to h = √(ℓ/n) and the recipe's friction γ = (1 − β)√(n/ℓ).
+        integrator: the discretisation (default Euler–Maruyama).
+        history: a transform of the gradient history that conditions the recipe (default none;
+            a preconditioner from :mod:`bdl.kernels.preconditioners`).
+        name: the kernel's name.
+        observe: names of the recipe's :meth:`~bdl.kernels.recipe.Recipe.observables` collected
+            with every draw (e.g. ``("momentum", "mass")``).
+    """
+
+    recipe: Recipe
+    step_size: StepSize
+    integrator: Integrator = EulerMaruyama()
+    history: History = NoHistory()
+    name: str = eqx.field(static=True, default="recipe", kw_only=True)
+    observe: tuple[str, ...] = eqx.field(static=True, default=())
 
     def __check_init__(self) -> None:
-        if self.step_size is not None:
-            as_schedule(self.step_size)
-        elif not self.has_alternative_step_size():
-            raise ValueError(f"{self.name}: step_size is required (a float > 0 or a schedule).")
-        if self.integrator not in INTEGRATORS:
-            raise ValueError(
-                f"integrator must be one of {sorted(INTEGRATORS)}; got {self.integrator!r}."
+        if not isinstance(self.recipe, Recipe):
+            raise TypeError(
+                f"{self.name}: recipe must be a bdl.kernels.recipe.Recipe; "
+                f"got {type(self.recipe).__name__}."
+            )
+        if not isinstance(self.step_size, LearningRate):
+            as_schedule(self.step_size, f"{self.name}: step_size")
+        if not isinstance(self.integrator, Integrator):
+            raise TypeError(
+                f"{self.name}: integrator must be a bdl.kernels.integrators.Integrator "
+                f"(EulerMaruyama(), SymplecticEuler()); got {type(self.integrator).__name__}."
+            )
+        if not isinstance(self.history, History):
+            raise TypeError(
+                f"{self.name}: history must be a bdl.kernels.history.History (e.g. a "
+                f"preconditioner); got {type(self.history).__name__}."
             )
 
-    def has_alternative_step_size(self) -> bool:
-        """Whether the step size is derived from other hyper-parameters at :meth:`bind`."""
-        return False
-
-    @abc.abstractmethod
-    def recipe(self) -> Recipe:
-        """The (g, D, Q) this kernel discretises."""
-
-    def recipe_at(self, state: RecipeState) -> Recipe:
-        return self.recipe()
-
-    def init_aux(self, position: PyTree, key: jax.Array) -> dict[str, PyTree]:
-        """Initial auxiliary groups (none for first-order kernels)."""
-        return {}
+    # ----------------------------------------------------------------------------- transition
+    def bind(self, target: Any) -> RecipeKernel:
+        recipe, step_size = self.recipe.bind(target), self.step_size
+        if isinstance(step_size, LearningRate):
+            step_size, friction = langevin_from_sgd(*step_size, target.n)
+            recipe = recipe.with_friction(friction)
+        return dataclasses.replace(
+            self, recipe=recipe, step_size=step_size, history=self.history.bind(target)
+        )
 
     def init(self, position: PyTree, key: jax.Array) -> RecipeState:
-        return RecipeState({"theta": position, **self.init_aux(position, key)})
-
-    def step_size_at(self, step: jax.Array) -> jax.Array:
-        if self.step_size is None:
-            raise ValueError(
-                f"{self.name}: the step size is set when the kernel is bound to a "
-                "target; call kernel.bind(compiled) first (bdl.sample does)."
-            )
-        return as_schedule(self.step_size)(step)
+        z = {"theta": position, **self.recipe.init_aux(position, key)}
+        return RecipeState(z, self.history.init(position))
 
     def step(
         self,
         key: jax.Array,
         state: RecipeState,
-        energy_and_grad: Any,
+        energy_and_grad: EnergyAndGrad,
         step_size: jax.Array,
         temperature: jax.Array,
     ) -> tuple[RecipeState, Info]:
-        recipe = self.recipe_at(state)
         energy, grad = energy_and_grad(state.z["theta"])
-        ctx = Context(energy, grad)
-        z = INTEGRATORS[self.integrator](recipe, state.z, ctx, step_size, temperature, key)
+        history = self.history.prepare(state.history, grad)
+        recipe = self.history.condition(self.recipe, history)
+        z = self.integrator(recipe, state.z, Context(energy, grad), step_size, temperature, key)
         info = Info(energy, recipe.kinetic(z), tree_norm(grad), step_size, temperature)
-        return RecipeState(z), info
+        return RecipeState(z, self.history.update(history, grad)), info
+
+    # ----------------------------------------------------------------------------- phases
+    def step_size_at(self, step: jax.Array) -> jax.Array:
+        if isinstance(self.step_size, LearningRate):
+            raise ValueError(
+                f"{self.name}: the step size is set when the kernel is bound to a target; call "
+                "kernel.bind(compiled) first (bdl.sample does)."
+            )
+        return as_schedule(self.step_size)(step)
+
+    def hyper(self, step: jax.Array, temperature: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return self.step_size_at(step), temperature
+
+    def is_sample(self, step: jax.Array) -> jax.Array:
+        return jax.numpy.asarray(True)
+
+    # ----------------------------------------------------------------------------- collection
+    def position(self, state: RecipeState) -> PyTree:
+        return state.z["theta"]
+
+    def collect(self, state: RecipeState) -> dict[str, PyTree]:
+        out = {"position": state.z["theta"]}
+        if self.observe:
+            seen = self.recipe_at(state).observables(state.z)
+            out.update({k: seen[k] for k in self.observe})
+        return out
+
+    # ----------------------------------------------------------------------------- checker
+    def recipe_at(self, state: RecipeState) -> Recipe:
+        return self.history.condition(self.recipe, state.history)
+
+    def augment_energy(self, energy_fn: Callable[[PyTree], jax.Array]) -> Any:
+        return energy_fn

@@ -13,11 +13,12 @@ d = dim θ and diffusion constant A > 0,
 
 exp(−H/T) is stationary: θ ~ π_T, r ~ N(0, T·I), ξ ~ N(A, T/d) (so ξ averages to A).
 
-Discretisation (after Ding et al. 2014, Alg. 1), one Gaussian draw per step:
+Discretisation (after Ding et al. 2014, Alg. 1; :class:`ThermostatSplitting`), one Gaussian draw
+per step:
 
-    r' = r − h∇Ũ(θ) − hξr + √(2ThA)·ε,    θ ← θ + h r',    ξ ← ξ + h(r̄ᵀr̄/d − T),
+    r' = r − h∇Ũ(θ) − hξr + √(2ThA)·ε,    ξ ← ξ + h(r̄ᵀr̄/d − T),    θ ← θ + h r',
 
-a symplectic-Euler splitting of the recipe: r first at z, then θ and ξ from the new momentum (their
+a symplectic-Euler splitting of the recipe: r first at z, then ξ and θ from the new momentum (their
 rows do not involve ∇U, so Ũ and ∇Ũ of the step stay valid). Ding et al. use r̄ = r'
 (``thermostat_update="endpoint"``). The default ``"midpoint"`` uses r̄ = (r + r')/2: for the
 r-recursion r' = (1 − hξ)r + noise, E[r̄²] = E[r'²](1 − hξ/2) equals T exactly when ξ = A (plus
@@ -39,43 +40,89 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from bdl.kernels.base import Info, tree_norm
-from bdl.kernels.recipe import Blocks, Context, GroupKind, Recipe, drift, noise_scale
-from bdl.kernels.recipe_kernel import RecipeKernel, RecipeState
+from bdl.kernels.blocks import Block, Elementwise, GroupKind, Scalar
+from bdl.kernels.integrators import Integrator, advance, standard_normal
+from bdl.kernels.recipe import Context, Recipe, State
+from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
+from bdl.kernels.sghmc import check_init_momentum
 from bdl.utils.trees import tree_normal_like, tree_size
 
 PyTree = Any
+THERMOSTAT_UPDATES = ("midpoint", "endpoint")
 
 
-class ThermostatRecipe(Recipe):
+class Thermostat(Recipe):
     """g = ½ rᵀr + (d/2)(ξ − A)², Q as in the module docstring, D = diag(0, A·I, 0)."""
 
     diffusion_constant: float = 1.0
+    init_momentum: str = eqx.field(static=True, default="zero")
+    init_thermostat: float | None = None
 
     @property
     def groups(self) -> dict[str, GroupKind]:
         return {"theta": "elementwise", "r": "elementwise", "xi": "scalar"}
 
-    def kinetic(self, z: dict[str, PyTree]) -> jax.Array:
+    def kinetic(self, z: State) -> jax.Array:
         d = tree_size(z["r"])
         momentum = 0.5 * sum(jnp.sum(r * r) for r in jax.tree.leaves(z["r"]))
         return momentum + 0.5 * d * jnp.square(z["xi"] - self.diffusion_constant)
 
-    def diffusion(self, z: dict[str, PyTree], ctx: Context) -> Blocks:
-        return {("r", "r"): self.diffusion_constant}
+    def diffusion(self, z: State, ctx: Context) -> dict[str, Block]:
+        return {"r": Scalar(self.diffusion_constant)}
 
-    def curl(self, z: dict[str, PyTree], ctx: Context) -> Blocks:
+    def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
         d = tree_size(z["r"])
-        column = jax.tree.map(lambda r: r / d, z["r"])
+        column = Elementwise(jax.tree.map(lambda r: r / d, z["r"]))
         return {
-            ("theta", "r"): -1.0,
-            ("r", "theta"): 1.0,
+            ("theta", "r"): Scalar(-1.0),
+            ("r", "theta"): Scalar(1.0),
             ("r", "xi"): column,
-            ("xi", "r"): jax.tree.map(jnp.negative, column),
+            ("xi", "r"): column.map(jnp.negative),
         }
 
+    def init_aux(self, position: PyTree, key: jax.Array) -> State:
+        if self.init_momentum == "zero":
+            r = jax.tree.map(jnp.zeros_like, position)
+        else:
+            r = tree_normal_like(key, position)
+        dtype = jnp.result_type(*jax.tree.leaves(position))
+        xi0 = self.diffusion_constant if self.init_thermostat is None else self.init_thermostat
+        return {"r": r, "xi": jnp.asarray(xi0, dtype)}
 
-class SGNHT(RecipeKernel):
+    def observables(self, z: State) -> dict[str, PyTree]:
+        """``thermostat`` ξ (its average tracks A plus the gradient-noise friction)."""
+        return {"thermostat": z["xi"]}
+
+
+class ThermostatSplitting(Integrator):
+    """r at z; then ξ at the kinetic energy of r̄ (``midpoint``: (r + r')/2, ``endpoint``: r');
+    then θ at the new momentum (module docstring). θ moves last, so Ũ and ∇Ũ of the step stay
+    valid for every stage."""
+
+    thermostat_update: str = eqx.field(static=True, default="midpoint")
+
+    def __call__(
+        self, recipe: Recipe, z: State, ctx: Context, h: Any, temperature: Any, key: jax.Array
+    ) -> State:
+        ev = recipe.evaluate(z, ctx)
+        noise = standard_normal(key, z, ("r",))
+        moved = advance(recipe, ev, z, ("r",), h, temperature, noise)
+        r_bar = moved["r"]
+        if self.thermostat_update == "midpoint":
+            r_bar = jax.tree.map(lambda a, b: 0.5 * (a + b), z["r"], moved["r"])
+        at = {**moved, "r": r_bar}
+        moved = advance(recipe, recipe.evaluate(at, ctx), moved, ("xi",), h, temperature, noise, at)
+        return advance(recipe, recipe.evaluate(moved, ctx), moved, ("theta",), h, temperature, noise)
+
+
+def sgnht(
+    step_size: StepSize,
+    diffusion: float = 1.0,
+    *,
+    init_momentum: str = "zero",
+    init_thermostat: float | None = None,
+    thermostat_update: str = "midpoint",
+) -> RecipeKernel:
     """SGNHT with step size h and diffusion constant A (Ding et al. 2014).
 
     Args:
@@ -86,70 +133,15 @@ class SGNHT(RecipeKernel):
         thermostat_update: ``"midpoint"`` (default, r̄ = (r + r')/2) or ``"endpoint"`` (r̄ = r',
             Ding et al. 2014 Alg. 1) for the kinetic temperature r̄ᵀr̄/d in the ξ update.
     """
-
-    diffusion: float = 1.0
-    init_momentum: str = "zero"
-    init_thermostat: float | None = None
-    thermostat_update: str = eqx.field(static=True, default="midpoint")
-
-    def __check_init__(self) -> None:
-        if not isinstance(self.diffusion, int | float) or not self.diffusion > 0:
-            raise ValueError(f"sgnht: diffusion (A) must be a float > 0; got {self.diffusion}.")
-        if self.init_momentum not in ("zero", "sample"):
-            raise ValueError(
-                f"sgnht: init_momentum must be 'zero' or 'sample'; got {self.init_momentum!r}."
-            )
-        if self.thermostat_update not in ("midpoint", "endpoint"):
-            raise ValueError(
-                "sgnht: thermostat_update must be 'midpoint' or 'endpoint'; "
-                f"got {self.thermostat_update!r}."
-            )
-        if self.init_thermostat is not None and not isinstance(self.init_thermostat, int | float):
-            raise ValueError(
-                f"sgnht: init_thermostat must be a float or None; got {self.init_thermostat!r}."
-            )
-
-    def recipe(self) -> Recipe:
-        return ThermostatRecipe(diffusion_constant=float(self.diffusion))
-
-    def init_aux(self, position: PyTree, key: jax.Array) -> dict[str, PyTree]:
-        if self.init_momentum == "zero":
-            r = jax.tree.map(jnp.zeros_like, position)
-        else:
-            r = tree_normal_like(key, position)
-        dtype = jnp.result_type(*jax.tree.leaves(position))
-        xi0 = self.diffusion if self.init_thermostat is None else self.init_thermostat
-        return {"r": r, "xi": jnp.asarray(xi0, dtype)}
-
-    def collect(self, state: RecipeState) -> dict[str, PyTree]:
-        """θ, and the thermostat ξ (its average tracks A plus the gradient-noise friction)."""
-        return {"position": state.z["theta"], "thermostat": state.z["xi"]}
-
-    def step(
-        self,
-        key: jax.Array,
-        state: RecipeState,
-        energy_and_grad: Any,
-        step_size: jax.Array,
-        temperature: jax.Array,
-    ) -> tuple[RecipeState, Info]:
-        recipe = self.recipe_at(state)
-        z = state.z
-        energy, grad = energy_and_grad(z["theta"])
-        ctx = Context(energy, grad)
-        h = step_size
-        scale = noise_scale(recipe, z, ctx, temperature, h)["r"]
-        noise = tree_normal_like(key, z["r"])
-        v_r = drift(recipe, z, ctx, temperature, ("r",))["r"]
-        r = jax.tree.map(lambda x, v, e: x + h * v + scale * e, z["r"], v_r, noise)
-        # θ and ξ at the new momentum; θ is unchanged, so Ũ and ∇Ũ are still valid
-        v_theta = drift(recipe, {**z, "r": r}, ctx, temperature, ("theta",))["theta"]
-        theta = jax.tree.map(lambda x, u: x + h * u, z["theta"], v_theta)
-        if self.thermostat_update == "midpoint":
-            r_bar = jax.tree.map(lambda a, b: 0.5 * (a + b), z["r"], r)
-        else:
-            r_bar = r
-        xi = z["xi"] + h * drift(recipe, {**z, "r": r_bar}, ctx, temperature, ("xi",))["xi"]
-        new = {"theta": theta, "r": r, "xi": xi}
-        info = Info(energy, recipe.kinetic(new), tree_norm(grad), step_size, temperature)
-        return RecipeState(new), info
+    if isinstance(diffusion, bool) or not isinstance(diffusion, int | float) or not diffusion > 0:
+        raise ValueError(f"sgnht: diffusion (A) must be a float > 0; got {diffusion!r}.")
+    check_init_momentum(init_momentum, "sgnht")
+    if thermostat_update not in THERMOSTAT_UPDATES:
+        raise ValueError(
+            f"sgnht: thermostat_update must be 'midpoint' or 'endpoint'; got {thermostat_update!r}."
+        )
+    if init_thermostat is not None and not isinstance(init_thermostat, int | float):
+        raise ValueError(f"sgnht: init_thermostat must be a float or None; got {init_thermostat!r}.")
+    recipe = Thermostat(float(diffusion), init_momentum, init_thermostat)
+    integrator = ThermostatSplitting(thermostat_update)
+    return RecipeKernel(recipe, step_size, integrator, name="sgnht", observe=("thermostat",))

@@ -1,7 +1,8 @@
 """The symplectic-Euler Langevin scheme of Wenzel et al. (2020, Alg. 1, App. B–D).
 
-SGHMC in the deep-learning parameterisation with a layerwise preconditioner, cyclical time
-stepping, a temperature ramp and one sample per cycle.
+SGHMC (:func:`bdl.kernels.sghmc.sghmc`) in the deep-learning parameterisation with a layerwise
+preconditioner, inside the :class:`WenzelSchedule` wrapper: cyclical time stepping, a temperature
+ramp and one sample per cycle.
 
 Recipe (between preconditioner updates): z = (θ, m), g = ½mᵀM⁻¹m, Q = [[0, −I], [I, 0]],
 D = diag(0, γM) with M the layerwise diagonal mass. Symplectic Euler with step h_t = C(t)·h₀:
@@ -47,57 +48,44 @@ import jax
 import jax.numpy as jnp
 
 from bdl.kernels.preconditioners import Layerwise, Preconditioner, layerwise
-from bdl.kernels.schedules import cyclical_cosine
-from bdl.kernels.sghmc import SGHMC
+from bdl.kernels.sghmc import sghmc
+from bdl.kernels.wrapper import Wrapper
+from bdl.schedules import cosine_cycle
 
-PyTree = Any
+SCHEDULES = ("cosine", "flat")
 
 
-class Wenzel(SGHMC):
-    """Wenzel et al. (2020) symplectic-Euler Langevin with layerwise M, cycles and a T ramp.
+class WenzelSchedule(Wrapper):
+    """Wenzel et al.'s cycles, temperature ramp and one draw per cycle around ``inner``
+    (module docstring; lengths in epochs of E steps)."""
 
-    Args:
-        learning_rate: ℓ (default 0.1, as the paper); h₀ = √(ℓ/n) at :meth:`bind`.
-        momentum: β (default 0.98, as the paper); γ = (1 − β)√(n/ℓ) at :meth:`bind`.
-        cycle_length: L, epochs per cycle (default 5).
-        sampling_start: S, epoch at which cycling and sampling start (default 10; the paper's
-            runs use L = 50, S = 150 for 1500 epochs on CIFAR-10).
-        ramp_epochs: R, epochs of the linear temperature ramp ending at S (default L; 0 turns
-            the ramp off).
-        epoch_length: E, steps per epoch; ``None``: ``target.num_batches`` at :meth:`bind`.
-        schedule: ``"cosine"`` (default) or ``"flat"`` (C ≡ 1; cycles still set the samples).
-        preconditioner: default ``layerwise()`` re-estimated every epoch from K = 32 gradients;
-            ``None`` for M = I.
-        init_momentum: ``"sample"`` (default; m ~ N(0, M) as Alg. 1) or ``"zero"`` (as SGD).
-        collect_momentum: also collect ``"momentum"`` and ``"mass"`` with each draw (for the
-            kinetic-temperature diagnostics).
-        step_size, friction: give (h₀, γ) directly instead, with ``learning_rate=None``.
-    """
-
-    learning_rate: float | None = 0.1
-    momentum: float | None = 0.98
     cycle_length: int = eqx.field(static=True, default=5)
     sampling_start: int = eqx.field(static=True, default=10)
     ramp_epochs: int | None = eqx.field(static=True, default=None)
     epoch_length: int | None = eqx.field(static=True, default=None)
     schedule: str = eqx.field(static=True, default="cosine")
-    init_momentum: str = "sample"
-    preconditioner: Preconditioner | None = eqx.field(default_factory=layerwise)
 
     def __check_init__(self) -> None:
         for name in ("cycle_length", "epoch_length"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"wenzel: {name} must be an int >= 1; got {value}.")
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValueError(f"wenzel: {name} must be an int >= 1; got {value!r}.")
         for name in ("sampling_start", "ramp_epochs"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise ValueError(f"wenzel: {name} must be an int >= 0; got {value}.")
-        if self.schedule not in ("cosine", "flat"):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise ValueError(f"wenzel: {name} must be an int >= 0; got {value!r}.")
+        if self.schedule not in SCHEDULES:
             raise ValueError(f"wenzel: schedule must be 'cosine' or 'flat'; got {self.schedule!r}.")
 
-    # ----------------------------------------------------------------------------- binding
-    def bind(self, target: Any) -> Wenzel:
+    @property
+    def name(self) -> str:
+        return "wenzel"
+
+    def bind(self, target: Any) -> WenzelSchedule:
         epoch = self.epoch_length
         if epoch is None:
             epoch = getattr(target, "num_batches", None)
@@ -106,13 +94,7 @@ class Wenzel(SGHMC):
                     "wenzel: the target has no minibatch epochs (num_batches); give "
                     "epoch_length=<steps per epoch>."
                 )
-        kernel = dataclasses.replace(self, epoch_length=int(epoch))
-        if isinstance(self.preconditioner, Layerwise) and self.preconditioner.update_every is None:
-            kernel = dataclasses.replace(
-                kernel,
-                preconditioner=dataclasses.replace(self.preconditioner, update_every=int(epoch)),
-            )
-        return SGHMC.bind(kernel, target)
+        return dataclasses.replace(self, inner=self.inner.bind(target), epoch_length=int(epoch))
 
     def _epoch(self) -> int:
         if self.epoch_length is None:
@@ -132,14 +114,12 @@ class Wenzel(SGHMC):
         """First step of the first sampled cycle, S·E."""
         return self.sampling_start * self._epoch()
 
-    # --------------------------------------------------------------------------- schedules
     def cycle_factor(self, step: jax.Array) -> jax.Array:
         """C(t): 1 before sampling starts, then cosine cycles of L·E steps."""
         if self.schedule == "flat":
             return jnp.ones(())
         t = jnp.asarray(step) - self.sampling_start_step
-        cosine = cyclical_cosine(1.0, self.cycle_steps)(jnp.maximum(t, 0))
-        return jnp.where(t >= 0, cosine, 1.0)
+        return jnp.where(t >= 0, cosine_cycle(jnp.maximum(t, 0), self.cycle_steps), 1.0)
 
     def temperature_factor(self, step: jax.Array) -> jax.Array:
         """ρ(t) ∈ [0, 1]: 0, then a linear ramp over R epochs that ends when sampling starts."""
@@ -152,14 +132,70 @@ class Wenzel(SGHMC):
         return jnp.clip((jnp.asarray(step) + 1.0 - begin) / length, 0.0, 1.0)
 
     def hyper(self, step: jax.Array, temperature: jax.Array) -> tuple[jax.Array, jax.Array]:
-        h = self.step_size_at(step) * self.cycle_factor(step)
-        return h, temperature * self.temperature_factor(step)
+        h, temp = self.inner.hyper(step, temperature)
+        return h * self.cycle_factor(step), temp * self.temperature_factor(step)
 
     def is_sample(self, step: jax.Array) -> jax.Array:
         """True only at the last step of each cycle after sampling starts."""
         t = jnp.asarray(step) - self.sampling_start_step
-        return (t >= 0) & (jnp.mod(t + 1, self.cycle_steps) == 0)
+        return (t >= 0) & (jnp.mod(t + 1, self.cycle_steps) == 0) & self.inner.is_sample(step)
 
     def num_samples(self, num_steps: int) -> int:
         """Samples a run of ``num_steps`` steps yields (with ``thin=1`` and no burn-in cut)."""
         return max(0, (num_steps - self.sampling_start_step) // self.cycle_steps)
+
+
+def wenzel(
+    learning_rate: float | None = None,
+    momentum: float | None = None,
+    *,
+    cycle_length: int = 5,
+    sampling_start: int = 10,
+    ramp_epochs: int | None = None,
+    epoch_length: int | None = None,
+    schedule: str = "cosine",
+    preconditioner: Preconditioner = layerwise(),
+    init_momentum: str = "sample",
+    collect_momentum: bool = False,
+    step_size: Any = None,
+    friction: Any = None,
+) -> WenzelSchedule:
+    """Wenzel et al. (2020) symplectic-Euler Langevin: SGHMC with a layerwise mass inside
+    :class:`WenzelSchedule`.
+
+    Args:
+        learning_rate: ℓ (default 0.1, as the paper); h₀ = √(ℓ/n) at bind.
+        momentum: β (default 0.98, as the paper); γ = (1 − β)√(n/ℓ) at bind.
+        cycle_length: L, epochs per cycle (default 5).
+        sampling_start: S, epoch at which cycling and sampling start (default 10; the paper's
+            runs use L = 50, S = 150 for 1500 epochs on CIFAR-10).
+        ramp_epochs: R, epochs of the linear temperature ramp ending at S (default L; 0 turns
+            the ramp off).
+        epoch_length: E, steps per epoch; ``None``: ``target.num_batches`` at bind.
+        schedule: ``"cosine"`` (default) or ``"flat"`` (C ≡ 1; cycles still set the samples).
+        preconditioner: default ``layerwise()`` re-estimated every epoch from K = 32 gradients;
+            ``identity()`` for M = I.
+        init_momentum: ``"sample"`` (default; m ~ N(0, M) as Alg. 1) or ``"zero"`` (as SGD).
+        collect_momentum: also collect ``"momentum"`` and ``"mass"`` with each draw (for the
+            kinetic-temperature diagnostics).
+        step_size, friction: give (h₀, γ) directly instead, with ``learning_rate=None``.
+    """
+    if step_size is None:  # the paper's defaults
+        learning_rate = 0.1 if learning_rate is None else learning_rate
+        momentum = 0.98 if momentum is None else momentum
+    if (
+        epoch_length is not None
+        and isinstance(preconditioner, Layerwise)
+        and preconditioner.update_every is None
+    ):
+        preconditioner = dataclasses.replace(preconditioner, update_every=epoch_length)
+    inner = sghmc(
+        step_size,
+        friction,
+        learning_rate=learning_rate,
+        momentum=momentum,
+        init_momentum=init_momentum,
+        preconditioner=preconditioner,
+        collect_momentum=collect_momentum,
+    )
+    return WenzelSchedule(inner, cycle_length, sampling_start, ramp_epochs, epoch_length, schedule)

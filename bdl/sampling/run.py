@@ -21,6 +21,7 @@ import numpy as np
 
 from bdl.compile.target import Target
 from bdl.kernels.base import Info, Kernel
+from bdl.sampling.chain import run_chain
 from bdl.sampling.progress import Progress
 from bdl.sampling.samples import Samples
 
@@ -179,7 +180,7 @@ def _run_chunk(
     any length share one compilation; ``buffer_size`` fixes the output shape.
     """
 
-    def one_step(t: jax.Array, carry: Any) -> tuple[Any, Info]:
+    def one_step(carry: Any, t: jax.Array) -> tuple[Any, Info]:
         states, streams = carry
 
         def per_chain(state: Any, stream: Any, ckey: jax.Array) -> tuple[Any, Any, Info]:
@@ -192,34 +193,10 @@ def _run_chunk(
         states, streams, info = jax.vmap(per_chain)(states, streams, chain_keys)
         return (states, streams), info
 
-    info_shape = jax.eval_shape(lambda c: one_step(t0, c)[1], carry)
-    collect_shape = jax.eval_shape(lambda c: jax.vmap(kernel.collect)(c[0]), carry)
+    def observe(carry: Any, info: Info, t: jax.Array) -> Any:
+        return jax.vmap(kernel.collect)(carry[0]), info, kernel.is_sample(t), t
 
-    def empty(shape_tree: Any, lead: tuple[int, ...]) -> Any:
-        return jax.tree.map(lambda s: jnp.zeros((*lead, *s.shape), s.dtype), shape_tree)
-
-    buffers = (
-        empty(collect_shape, (buffer_size,)),
-        empty(info_shape, (buffer_size,)),
-        jnp.zeros((buffer_size,), bool),
-        jnp.zeros((buffer_size,), jnp.int32),
-    )
-
-    def one_draw(d: jax.Array, loop: Any) -> Any:
-        carry, buffers = loop
-        start = t0 + d * steps_per_draw
-
-        def inner(i: jax.Array, c: Any) -> Any:
-            carry, _ = c
-            return one_step(start + i, carry)
-
-        carry, info = jax.lax.fori_loop(0, steps_per_draw, inner, (carry, empty(info_shape, ())))
-        last = start + steps_per_draw - 1
-        record = (jax.vmap(kernel.collect)(carry[0]), info, kernel.is_sample(last), last)
-        buffers = jax.tree.map(lambda b, v: b.at[d].set(v), buffers, record)
-        return carry, buffers
-
-    return jax.lax.fori_loop(0, num_draws, one_draw, (carry, buffers))
+    return run_chain(one_step, carry, t0, num_draws, steps_per_draw, observe, buffer_size)
 
 
 def _assemble(

@@ -1,0 +1,146 @@
+"""Blocks of the diffusion D and the curl Q between two groups of the recipe state.
+
+A recipe's state z is a dict of named groups: *elementwise* groups are pytrees shaped like θ
+(θ itself, a momentum), *scalar* groups are single numbers (a thermostat). A block couples a row
+group a with a column group b; its coefficients come in three shapes, each a small module that
+broadcasts explicitly:
+
+* :class:`Scalar` — one number for every coordinate (D = I is ``Scalar(1.0)``);
+* :class:`PerLeaf` — one number per leaf of θ (a layerwise mass);
+* :class:`Elementwise` — one number per coordinate, a θ-shaped pytree (an RMSprop mass).
+
+What a block means depends on the kinds of its two groups (:func:`matvec`):
+
+=============  =============  ========================================================
+row a          column b       the block is
+=============  =============  ========================================================
+elementwise    elementwise    a diagonal: (B v)_i = B_i v_i
+elementwise    scalar         a column: (B v)_i = B_i v
+scalar         elementwise    a row: B v = Σ_i B_i v_i
+scalar         scalar         a number: B v = B·v (a :class:`Scalar`)
+=============  =============  ========================================================
+
+Blocks are pytrees, so ``jax.jvp`` of a function returning blocks returns tangent blocks of the
+same type: the correction Γ (:mod:`bdl.kernels.recipe`) is assembled from them.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+PyTree = Any
+GroupKind = Literal["elementwise", "scalar"]
+
+
+class Block(eqx.Module):
+    """Coefficients of one block of D or Q (see the module docstring)."""
+
+    @abc.abstractmethod
+    def times(self, v: PyTree) -> PyTree:
+        """The coordinatewise product B_i·v_i with a θ-shaped pytree ``v``."""
+
+    @abc.abstractmethod
+    def expand(self, like: PyTree) -> PyTree:
+        """The coefficients as a pytree shaped like ``like`` (a θ-shaped pytree)."""
+
+    @abc.abstractmethod
+    def map(self, fn: Any) -> Block:
+        """The block with ``fn`` applied to every coefficient (same type)."""
+
+
+class Scalar(Block):
+    """The same coefficient for every coordinate. A Python number stays a trace-time constant,
+    so ``Scalar(1.0)`` costs no multiplication."""
+
+    value: Any
+
+    def times(self, v: PyTree) -> PyTree:
+        if _is_one(self.value):
+            return v
+        return jax.tree.map(lambda x: self.value * x, v)
+
+    def expand(self, like: PyTree) -> PyTree:
+        return jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(self.value, x.dtype), x.shape), like)
+
+    def map(self, fn: Any) -> Scalar:
+        return Scalar(fn(self.value))
+
+
+class PerLeaf(Block):
+    """One coefficient per leaf of θ: a pytree of θ's structure with 0-d leaves."""
+
+    values: PyTree
+
+    def times(self, v: PyTree) -> PyTree:
+        return jax.tree.map(lambda m, x: m * x, self.values, v)
+
+    def expand(self, like: PyTree) -> PyTree:
+        return jax.tree.map(lambda m, x: jnp.broadcast_to(m, x.shape).astype(x.dtype), self.values, like)
+
+    def map(self, fn: Any) -> PerLeaf:
+        return PerLeaf(jax.tree.map(fn, self.values))
+
+
+class Elementwise(Block):
+    """One coefficient per coordinate: a pytree shaped like θ."""
+
+    values: PyTree
+
+    def times(self, v: PyTree) -> PyTree:
+        return jax.tree.map(lambda m, x: m * x, self.values, v)
+
+    def expand(self, like: PyTree) -> PyTree:
+        return self.values
+
+    def map(self, fn: Any) -> Elementwise:
+        return Elementwise(jax.tree.map(fn, self.values))
+
+
+def as_block(value: Any) -> Block:
+    """A block from a number (:class:`Scalar`) or a block (unchanged)."""
+    if isinstance(value, Block):
+        return value
+    if isinstance(value, int | float) or jnp.ndim(value) == 0:
+        return Scalar(value)
+    raise TypeError(
+        f"a block must be a number or a bdl.kernels.blocks.Block; got {type(value).__name__}."
+    )
+
+
+def tree_total(tree: PyTree) -> jax.Array:
+    """Σ over every coordinate of a pytree."""
+    return sum(jnp.sum(x) for x in jax.tree.leaves(tree))
+
+
+def matvec(block: Block, v: Any, row_like: Any, row: GroupKind, col: GroupKind) -> Any:
+    """The product of ``block`` (row group of kind ``row`` shaped like ``row_like``, column group
+    of kind ``col``) with the column group's value ``v``."""
+    if col == "elementwise":
+        product = block.times(v)
+        return product if row == "elementwise" else tree_total(product)
+    if row == "elementwise":
+        return jax.tree.map(lambda b: b * v, block.expand(row_like))
+    if not isinstance(block, Scalar):
+        raise TypeError(f"a block between two scalar groups must be a Scalar; got {block}.")
+    return block.value * v
+
+
+def divergence(
+    tangent: Block, row_like: Any, col_like: Any, row: GroupKind, col: GroupKind
+) -> Any:
+    """Σ_j ∂B_{ij}/∂z_j from the tangent of a block under an all-ones tangent on its column group
+    (entry i of a block depends on the column group only through coordinate i)."""
+    if row == "scalar" and col == "elementwise":
+        return tree_total(tangent.expand(col_like))
+    if row == "elementwise":
+        return tangent.expand(row_like)
+    return tangent.value
+
+
+def _is_one(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == 1

@@ -1,0 +1,65 @@
+"""The deep-learning parameterisation: a learning rate ℓ and a momentum decay β instead of a step
+size h and a friction γ (Wenzel et al. 2020, App. B, Eq. 12–13):
+
+    h = √(ℓ/n),    γ = (1 − β)·√(n/ℓ),
+
+with n the training-set size. Momentum kernels given (ℓ, β) are resolved when they are bound to a
+target; at T = 0 SGHMC in this parameterisation is ``optax.sgd(ℓ, momentum=β)`` on the mean
+minibatch loss Ũ/n, step for step (docs/design.md, *Deep-learning parameterisation*).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+
+class LearningRate(NamedTuple):
+    """(ℓ, β), resolved to (h, γ) with the target's n by :func:`langevin_from_sgd`."""
+
+    learning_rate: float
+    momentum: float
+
+
+def langevin_from_sgd(learning_rate: float, momentum: float, n: float) -> tuple[float, float]:
+    """(h, γ) of SGD(ℓ, β) on the mean loss: h = √(ℓ/n), γ = (1 − β)√(n/ℓ)."""
+    n = float(n)
+    return math.sqrt(learning_rate / n), (1.0 - momentum) * math.sqrt(n / learning_rate)
+
+
+def sgd_from_langevin(step_size: float, friction: float, n: float) -> tuple[float, float]:
+    """The inverse map: ℓ = h²n, β = 1 − γh."""
+    return step_size * step_size * float(n), 1.0 - friction * step_size
+
+
+def learning_rate_or_step(
+    name: str, step_size: Any, learning_rate: Any, momentum: Any
+) -> Any:
+    """``step_size``, or :class:`LearningRate` when (ℓ, β) is given; ``ValueError`` naming the
+    argument when both or an invalid pair is given (ℓ > 0, β ∈ [0, 1))."""
+    if learning_rate is None:
+        if momentum is not None:
+            raise ValueError(f"{name}: momentum goes with learning_rate; give both or neither.")
+        return step_size
+    if step_size is not None:
+        raise ValueError(f"{name}: give either step_size or learning_rate (with momentum), not both.")
+    if isinstance(learning_rate, bool) or not isinstance(learning_rate, int | float) or not learning_rate > 0:
+        raise ValueError(f"{name}: learning_rate must be a number > 0; got {learning_rate!r}.")
+    if momentum is None or not 0 <= momentum < 1:
+        raise ValueError(f"{name}: momentum must be in [0, 1) with learning_rate; got {momentum!r}.")
+    return LearningRate(float(learning_rate), float(momentum))
+
+
+def check_friction(owner: str, step: Any, friction: Any, learning_rate: Any) -> float:
+    """The friction of a kernel with the (h, C) | (ℓ, β) choice: default 1, > 0, and absent
+    when (ℓ, β) is given."""
+    if step is None:
+        raise ValueError(f"{owner}: step_size is required (or learning_rate with momentum).")
+    if learning_rate is not None and friction is not None:
+        raise ValueError(f"{owner}: friction is derived from learning_rate and momentum; not both.")
+    friction = 1.0 if friction is None else friction
+    if isinstance(friction, bool) or not isinstance(friction, int | float) or not (
+        math.isfinite(friction) and friction > 0
+    ):
+        raise ValueError(f"{owner}: friction must be > 0; got {friction!r}.")
+    return float(friction)

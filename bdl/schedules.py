@@ -1,0 +1,80 @@
+"""Schedules ``t -> value`` of the 0-based step t: step sizes, temperatures, cycle factors.
+
+Any Optax schedule works where a schedule is accepted. The cosine cycle of Zhang et al. (2020,
+Eq. 1), written with a 0-based step (their t − 1),
+
+    c_K(t) = ½ · [cos(π · mod(t, K) / K) + 1],   K steps per cycle,
+
+is :func:`cosine_cycle`; cyclical SG-MCMC multiplies the base step by it and Wenzel et al.'s
+scheme uses it after its sampling start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+Schedule = Callable[[jax.Array], jax.Array]
+
+
+def as_schedule(value: float | Schedule, name: str = "step_size", *, allow_zero: bool = False) -> Schedule:
+    """A jittable ``step -> value`` for a constant or a schedule; a constant must be > 0
+    (≥ 0 with ``allow_zero``), else ``ValueError`` naming ``name``."""
+    if callable(value):
+        return value
+    bound = ">= 0" if allow_zero else "> 0"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{name} must be a float {bound} or a schedule step -> value; "
+            f"got {type(value).__name__}."
+        ) from None
+    if not (v >= 0 if allow_zero else v > 0) or v == float("inf"):
+        raise ValueError(f"{name} must be a finite number {bound}; got {value}.")
+    return lambda step: jnp.asarray(v)
+
+
+def constant(value: float) -> Schedule:
+    """The constant ``value`` > 0."""
+    return as_schedule(value, "constant(value=...)")
+
+
+def polynomial_decay(init: float, end: float, power: float, num_steps: int) -> Schedule:
+    """From ``init`` to ``end`` as (1 − t/num_steps)^power (``optax.polynomial_schedule``)."""
+    if not (init > 0 and end > 0):
+        raise ValueError("polynomial_decay: init and end must be > 0.")
+    return optax.polynomial_schedule(init, end, power, num_steps)
+
+
+def cosine_cycle(step: jax.Array, cycle_length: int) -> jax.Array:
+    """c_K(t) = ½[cos(π·mod(t, K)/K) + 1] ∈ (0, 1] (Zhang et al. 2020, Eq. 1)."""
+    phase = jnp.mod(jnp.asarray(step) * 1.0, cycle_length) / cycle_length
+    return 0.5 * (jnp.cos(jnp.pi * phase) + 1.0)
+
+
+def cyclical_cosine(init: float, cycle_length: int) -> Schedule:
+    """Cosine cycles of ``cycle_length`` steps restarting at ``init``: init·c_K(t)."""
+    if not init > 0:
+        raise ValueError(f"cyclical_cosine(init=...) must be > 0; got {init}.")
+    if cycle_length <= 0:
+        raise ValueError(f"cyclical_cosine(cycle_length=...) must be > 0; got {cycle_length}.")
+    return lambda step: init * cosine_cycle(step, cycle_length)
+
+
+def linear_ramp(start: float, end: float, num_steps: int, *, delay: int = 0) -> Schedule:
+    """From ``start`` to ``end`` linearly over ``num_steps`` steps after ``delay``, then ``end``.
+
+    Wenzel et al. (2020, Sec. 4) ramp the temperature up before sampling starts.
+    """
+    if num_steps <= 0:
+        raise ValueError(f"linear_ramp(num_steps=...) must be > 0; got {num_steps}.")
+
+    def schedule(step: jax.Array) -> jax.Array:
+        frac = jnp.clip((jnp.asarray(step) - delay) * 1.0 / num_steps, 0.0, 1.0)
+        return start + (end - start) * frac
+
+    return schedule

@@ -1,30 +1,34 @@
-"""The validation suite end to end: ``scripts/validation_suite.py --quick`` into a temporary
-directory writes the page, its raw results and the figures, and every exact kernel passes the
-documented thresholds on the conjugate regression — against NUTS and against the closed form.
+"""The validation suite (``scripts/validation_suite.py``): ``--render`` rewrites the page from
+stored results; end to end, ``--quick`` into a temporary directory writes the page, its raw
+results and the figures, and every exact kernel passes the documented thresholds on the
+conjugate regression — against NUTS and against the closed form.
 """
 
-import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+import validation_suite  # scripts/ is on the test path (pyproject.toml)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location(
-        "validation_suite", ROOT / "scripts" / "validation_suite.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_render_rewrites_the_page_from_stored_results(tmp_path):
+    """``--render`` runs nothing: the page comes from the stored JSON results alone."""
+    page = tmp_path / "validation.md"
+    shutil.copy(ROOT / "docs" / "validation.json", page.with_suffix(".json"))
+    assert validation_suite.main(["--render", "--out", str(page)]) == 0
+    text = page.read_text()
+    assert text.startswith("# Validation against NUTS") and "## Results" in text
+    for case in json.loads(page.with_suffix(".json").read_text()):
+        assert f"### {case['title']}" in text
 
 
 @pytest.mark.slow
 def test_quick_suite_writes_the_page_and_exact_kernels_pass_the_conjugate_regression(tmp_path):
     page, plots = tmp_path / "validation.md", tmp_path / "img"
-    load_script().main(["--quick", "--out", str(page), "--plots", str(plots)])
+    validation_suite.main(["--quick", "--out", str(page), "--plots", str(plots)])
 
     text = page.read_text()
     assert "## Results" in text and "Smoke run" in text

@@ -1,10 +1,10 @@
 r"""Kinetic and configurational temperatures: is the SDE simulated at the right temperature?
 
 Wenzel et al. (2020), "How good is the Bayes posterior in deep neural networks really?",
-ICML, App. I, after Leimkuhler & Matthews (2016). In bdl's convention (DESIGN.md §2) the sampler
-targets exp(−H(θ, r)/T) with H = U(θ) + ½ rᵀM⁻¹r and M diagonal, so at stationarity
-θ ~ π_T ∝ exp(−U/T) and, independently, r ~ N(0, T·M). (Wenzel et al. write H = U/T + ½ mᵀM⁻¹m;
-the estimators and their laws below are the same once T is placed as here.)
+ICML, App. I, after Leimkuhler & Matthews (2016). In bdl's convention (docs/design.md, "Energy
+and temperature") the sampler targets exp(−H(θ, r)/T) with H = U(θ) + ½ rᵀM⁻¹r and M diagonal,
+so at stationarity θ ~ π_T ∝ exp(−U/T) and, independently, r ~ N(0, T·M). (Wenzel et al. write
+H = U/T + ½ mᵀM⁻¹m; the estimators and their laws below are the same once T is placed as here.)
 
 Both diagnostics come from one identity (their Proposition 1, eq. 36): for a smooth vector field
 B with suitable decay, integration by parts against exp(−H/T) gives
@@ -54,7 +54,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import stats
 
 from bdl.utils.trees import leaf_paths
 
@@ -235,6 +234,8 @@ def kinetic_temperature_band(
     t = np.asarray(temperature, dtype=np.float64)
     if np.any(t < 0):
         raise ValueError(f"temperature must be ≥ 0; got {temperature}.")
+    from scipy import stats
+
     low = t * stats.chi2.ppf((1.0 - level) / 2.0, d) / d
     high = t * stats.chi2.ppf((1.0 + level) / 2.0, d) / d
     return low, high

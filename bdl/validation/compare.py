@@ -59,8 +59,7 @@ PREDICTIVE_SD_RATIO = (0.8, 1.25)
 def _mean_mcse(x: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per-column mean, sd, MCSE and bulk ESS of (chain, draw, k) draws."""
     flat = x.reshape(-1, x.shape[-1])
-    with jax.enable_x64(True):
-        ess = np.asarray(ess_bulk(jnp.asarray(x, jnp.float64)))
+    ess = ess_bulk(x)
     sd = flat.std(0)
     return flat.mean(0), sd, sd / np.sqrt(np.maximum(ess, 1.0)), ess
 

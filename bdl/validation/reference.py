@@ -1,11 +1,12 @@
 """Gold-standard references: NumPyro NUTS on the compiled full-data potential U/T, in float64.
 
-A reference is trusted only when its own diagnostics pass (DESIGN §5): split rank-normalised
-R̂ < 1.01 and bulk ESS ≥ 400 on every monitored quantity. For identifiable models the monitored
-quantities are the parameters; for networks they are function-space summaries (predictive
-probabilities or means and per-example log-likelihoods on held-out inputs), because weight-space
-R̂ is meaningless under the permutation symmetries of hidden units. References are cached on disk,
-keyed by the model, its data, the temperature and the NUTS settings.
+A reference is trusted only when its own diagnostics pass (docs/design.md, "Validation gate"):
+split rank-normalised R̂ < 1.01 and bulk ESS ≥ 400 on every monitored quantity. For identifiable
+models the monitored quantities are the parameters; for networks they are function-space
+summaries (predictive probabilities or means and per-example log-likelihoods on held-out inputs),
+because weight-space R̂ is meaningless under the permutation symmetries of hidden units.
+References are cached on disk, keyed by the model, its data, the temperature and the NUTS
+settings.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.target import Target
+from bdl.diagnostics import ess_bulk, rank_rhat
 from bdl.utils.cache import cache_dir
 
 PyTree = Any
@@ -91,13 +93,10 @@ def parameter_summaries(positions: PyTree) -> np.ndarray:
 
 def gate(monitored: np.ndarray) -> tuple[float, float]:
     """(max split rank-normalised R̂, min bulk ESS) over the monitored columns."""
-    from bdl.diagnostics import ess_bulk, rank_rhat
-
-    values = jnp.asarray(monitored, jnp.float64)
-    keep = np.asarray(jnp.std(values.reshape(-1, values.shape[-1]), axis=0) > 0)
-    values = values[..., keep]
-    rhat = np.asarray(rank_rhat(values))
-    ess = np.asarray(ess_bulk(values))
+    values = np.asarray(monitored, np.float64)
+    values = values[..., values.reshape(-1, values.shape[-1]).std(axis=0) > 0]
+    rhat = rank_rhat(values)
+    ess = ess_bulk(values)
     return float(np.nanmax(rhat)), float(np.nanmin(ess))
 
 

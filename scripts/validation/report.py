@@ -3,7 +3,8 @@
 The page is generated, never edited by hand: :func:`render` writes the explanation of every
 metric and threshold (the numbers come from :mod:`bdl.validation.compare` and
 :mod:`bdl.validation.reference`, so the text cannot drift from the code), then one table per
-model and temperature from the JSON results that :func:`bdl.validation.suite.run_case` returns.
+model and temperature from the JSON results that :func:`suite.run_case` returns
+(``scripts/validation/suite.py``).
 """
 
 from __future__ import annotations
@@ -489,10 +490,10 @@ seed 0, and the settings under each table say which was used. The shipped NNSGHM
 friction coefficient, for twice the steps. How the learned kernels compare with hand-designed
 ones on held-out tasks is on [meta-evaluation](meta-evaluation.md).
 
-Each kernel's hyper-parameters are in the suite definition, `bdl/validation/suite.py`, and under
-every table. Step sizes follow the energy convention: kernels consume the full-scale gradient
-∇Ũ (n/|B| times the minibatch sum), so step sizes shrink as the posterior sharpens, ≈ 1/n for a
-given model.
+Each kernel's hyper-parameters are in the suite definition, `scripts/validation/suite.py`, and
+under every table. Step sizes follow the energy convention: kernels consume the full-scale
+gradient ∇Ũ (n/|B| times the minibatch sum), so step sizes shrink as the posterior sharpens,
+≈ 1/n for a given model.
 """
 
 

@@ -2,15 +2,16 @@
 
 A :class:`Case` is a model (with its ``build()`` options, e.g. depth and temperature) and one
 :class:`KernelRun` per kernel: the hyper-parameters and run lengths chosen for that model. The
-settings follow the energy convention of DESIGN §2: kernels consume the full-scale gradient ∇Ũ,
-so stable step sizes shrink as the posterior sharpens (≈ 1/n for a fixed model); SGLD takes
-h ≲ σ_min²/10 and momentum kernels h·ω_max ≲ 0.2 with a friction near critical damping of the
-slowest direction, so that every exact kernel's discretisation and minibatch-noise bias sits
-below the thresholds within a run of a few minutes on 2 CPU cores.
+settings follow the energy convention (docs/design.md, "Energy and temperature"): kernels
+consume the full-scale gradient ∇Ũ, so stable step sizes shrink as the posterior sharpens
+(≈ 1/n for a fixed model); SGLD takes h ≲ σ_min²/10 and momentum kernels h·ω_max ≲ 0.2 with a
+friction near critical damping of the slowest direction, so that every exact kernel's
+discretisation and minibatch-noise bias sits below the thresholds within a run of a few minutes
+on 2 CPU cores.
 
 :func:`run_case` runs ``bdl.validate`` for each kernel against one cached NUTS reference and
-collects JSON-ready results; :mod:`bdl.validation.report` turns them into docs/validation.md
-(``scripts/validation_suite.py`` does both).
+collects JSON-ready results; :mod:`report` (``scripts/validation/report.py``) turns them into
+docs/validation.md (``scripts/validation_suite.py`` does both).
 
 Kernels the checker classifies as approximate (``bdl.kernels.check``: pSGLD, L2E) run with the
 same care, and their distances are reported, never gated. Learned kernels use the meta-parameters
@@ -122,9 +123,9 @@ def _sghmc_family(
     Cyclical SGHMC uses a peak step 1.6·h (the cosine averages h₀/2) and collects
     from the whole cycle (exploration 0). Entropy-MCMC couples to its guide with variance η,
     chosen near the smallest posterior variance, and runs at 0.8·h. Wenzel et al.'s kernel takes
-    the deep-learning parameterisation ℓ = h²n, β = 1 − C·h (DESIGN §2), one draw per cycle of
-    ``wenzel_cycle`` epochs of ``epoch`` steps, and a layerwise mass re-estimated every 1,000
-    steps (exact between updates).
+    the deep-learning parameterisation ℓ = h²n, β = 1 − C·h (docs/design.md, "Energy and
+    temperature"), one draw per cycle of ``wenzel_cycle`` epochs of ``epoch`` steps, and a
+    layerwise mass re-estimated every 1,000 steps (exact between updates).
     """
     mom = {"step_size": h, "friction": friction}
     wenzel_steps = max(steps, burn_in + 300 * wenzel_cycle * epoch)

@@ -96,7 +96,7 @@ class CurlyKineticRecipe(HamiltonianRecipe):
 
 
 #: The checker's verdict for every registered kernel with its default hyper-parameters, and for
-#: the approximate ones the reason it must give (DESIGN §3).
+#: the approximate ones the reason it must give (docs/design.md, *Kernels*).
 EXPECTED_VERDICTS: dict[str, str | None] = {
     "sgld": None,
     "sghmc": None,

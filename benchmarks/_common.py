@@ -1,6 +1,7 @@
 """Shared pieces of the benchmark scripts: the digits MLP, timing, compile counting, HLO stats.
 
-Benchmarks are never run by the test suite (DESIGN §8): they time things, tests must not.
+Benchmarks are never run by the test suite (docs/design.md, *Performance targets*): they time
+things, tests must not.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ draw and one chain, so its time is almost all tracing and compilation. Three pro
 3. the same directory again (warm: what every later ``bdl`` command gets for the same model).
 
 Run: ``python benchmarks/first_call.py [--steps 1000] [--repeats 2]``. It prints the seconds of
-each, the median over the repeats, and the ratio warm / none. DESIGN §8's target is ≤ 3 s.
+each, the median over the repeats, and the ratio warm / none. The targets are in docs/design.md,
+*Performance targets*.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Task: the family kept out of every meta-training run, ``breast-cancer-mlp-24``
 (:data:`bdl.meta.tasks.HELD_OUT`): scikit-learn's breast cancer (455 training / 114 held-out
 points, a fresh stratified split per data seed), an MLP 30-24-2 (ReLU) that no training family
 uses, N(0, 1) prior, T = 1, batch 32. Its SG-MCMC step comes from the family's deep-learning
-parameterisation (ℓ = 0.05, β = 0.9): h = √(ℓ/n), C = (1 − β)√(n/ℓ) (DESIGN §2).
+parameterisation (ℓ = 0.05, β = 0.9): h = √(ℓ/n), C = (1 − β)√(n/ℓ) (docs/design.md,
+*The deep-learning parameterisation*).
 
 Samplers, each with 4 chains × ``--steps`` steps (2,000 of burn-in, then one draw every 100):
 

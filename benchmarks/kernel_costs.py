@@ -1,4 +1,6 @@
-"""Per-step cost of every registered kernel against SGD, SGD + draw and SGHMC (DESIGN §8).
+"""Per-step cost of every registered kernel against SGD, SGD + draw and SGHMC.
+
+The targets are those of docs/design.md, *Performance targets*.
 
 On the digits MLP of ``step_overhead.py`` (1797 × 64, Flax linen 64→100→100→10, Categorical,
 N(0, 1) prior, B = 32, d = 17 610) it times, side by side in one run, a jitted ``lax.scan`` of S
@@ -20,7 +22,7 @@ them alike; a time is the median over ``--repeats`` rounds, a ratio the median o
 ratios; compilation is excluded. Per kernel it prints µs/step and the ratios to one SGD step, to
 (sgd + draw) and to the SGHMC kernel step, in wall time and in process CPU time (the steadier
 clock on an oversubscribed machine), the number of thunks of the optimised HLO loop body, and a
-PASS/MISS line against its DESIGN §8 target: hand-designed kernels ≤ 1.05 × (sgd + draw); L2E
+PASS/MISS line against its target: hand-designed kernels ≤ 1.05 × (sgd + draw); L2E
 (and Kinetic-L2E) ≤ 1.3 × SGHMC; NNSGHMC with exact Γ ≤ 1.5 × SGHMC; then the cost of Γ.
 ``--parts`` also times the learned kernels' pieces alone (their networks, Γ), ``--cost`` prints
 XLA's flop and byte estimates per step and ``--hlo`` the loop bodies' opcode mix.
@@ -73,7 +75,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "kinetic-l2e": {"step_size": 1e-3},
 }
 LEARNED = frozenset({"nnsghmc", "l2e", "kinetic-l2e"})
-#: DESIGN §8: name → (reference, limit); kernels not listed are hand-designed
+#: name → (reference, limit) of the per-step targets; kernels not listed are hand-designed
 TARGETS: dict[str, tuple[str, float]] = {
     "nnsghmc": ("sghmc", 1.5),
     "l2e": ("sghmc", 1.3),
@@ -306,7 +308,7 @@ def main(argv: list[str] | None = None) -> None:
             if name in fns:
                 row(f"  {name}", name)
 
-    # ---- DESIGN §8: the verdict on wall time; CPU time (all threads, no waiting for a core)
+    # ---- the targets: the verdict on wall time; CPU time (all threads, no waiting for a core)
     # is printed beside it because it is the steadier clock when the machine is oversubscribed
     print()
     verdicts: dict[str, dict[str, bool]] = {"wall": {}, "cpu": {}}
@@ -324,10 +326,10 @@ def main(argv: list[str] | None = None) -> None:
         fused = (f"; {median_ratio(times[name], times[FUSED]):.2f} wall, "
                  f"{median_ratio(cpu[name], cpu[FUSED]):.2f} cpu × sgd + draw in one scan"
                  if against == SUM else "")
-        print(f"DESIGN §8 {name:<12} / ({against}) = {wall:5.2f} wall, {cpu_r:5.2f} cpu; target "
+        print(f"verdict {name:<12} / ({against}) = {wall:5.2f} wall, {cpu_r:5.2f} cpu; target "
               f"≤ {limit:.2f}: {verdict(wall, limit)} wall, {verdict(cpu_r, limit)} cpu{fused}")
     for name in failed:
-        print(f"DESIGN §8 {name:<12} FAILED to build, bind or compile (traceback above)")
+        print(f"verdict {name:<12} FAILED to build, bind or compile (traceback above)")
     for clock, v in verdicts.items():
         missed = [k for k, ok in v.items() if not ok]
         print(f"targets ({clock}): {sum(v.values())} PASS, {len(missed)} MISS"

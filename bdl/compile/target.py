@@ -35,7 +35,10 @@ class Target(eqx.Module):
     def stochastic_energy_and_grad(
         self, position: PyTree, batch: Batch
     ) -> tuple[jax.Array, PyTree]:
-        """Unbiased minibatch estimates Ũ(θ) and ∇Ũ(θ) at full-data scale (DESIGN §2)."""
+        """Unbiased minibatch estimates Ũ(θ) and ∇Ũ(θ) at full-data scale.
+
+        The convention is in docs/design.md, *Energy*.
+        """
 
     @abc.abstractmethod
     def init_batches(self, key: jax.Array) -> Any:

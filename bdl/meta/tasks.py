@@ -37,7 +37,8 @@ and whose held-out split is its ``x_test``/``y_test``. The tasks of one family s
 compiled template (arrays swapped, static structure shared), so a function jitted on one task
 is reused for every other task of the family without recompiling. The SG-MCMC step size and
 friction of a task come from the family's learning rate ℓ and momentum β in the
-deep-learning parameterisation h = √(ℓ/n), C = (1 − β)√(n/ℓ) (DESIGN §2).
+deep-learning parameterisation h = √(ℓ/n), C = (1 − β)√(n/ℓ) (docs/design.md, *The deep-learning
+parameterisation*).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 r"""Kinetic and configurational temperatures: is the SDE simulated at the right temperature?
 
 Wenzel et al. (2020), "How good is the Bayes posterior in deep neural networks really?",
-ICML, App. I, after Leimkuhler & Matthews (2016). In bdl's convention (docs/design.md, "Energy
-and temperature") the sampler targets exp(−H(θ, r)/T) with H = U(θ) + ½ rᵀM⁻¹r and M diagonal,
+ICML, App. I, after Leimkuhler & Matthews (2016). In bdl's convention (docs/design.md,
+*Temperature*) the sampler targets exp(−H(θ, r)/T) with H = U(θ) + ½ rᵀM⁻¹r and M diagonal,
 so at stationarity θ ~ π_T ∝ exp(−U/T) and, independently, r ~ N(0, T·M). (Wenzel et al. write
 H = U/T + ½ mᵀM⁻¹m; the estimators and their laws below are the same once T is placed as here.)
 

@@ -2,7 +2,7 @@
 
 A :class:`Case` is a model (with its ``build()`` options, e.g. depth and temperature) and one
 :class:`KernelRun` per kernel: the hyper-parameters and run lengths chosen for that model. The
-settings follow the energy convention (docs/design.md, "Energy and temperature"): kernels
+settings follow the energy convention (docs/design.md, *Energy*): kernels
 consume the full-scale gradient ∇Ũ, so stable step sizes shrink as the posterior sharpens
 (≈ 1/n for a fixed model); SGLD takes h ≲ σ_min²/10 and momentum kernels h·ω_max ≲ 0.2 with a
 friction near critical damping of the slowest direction, so that every exact kernel's
@@ -123,8 +123,8 @@ def _sghmc_family(
     Cyclical SGHMC uses a peak step 1.6·h (the cosine averages h₀/2) and collects
     from the whole cycle (exploration 0). Entropy-MCMC couples to its guide with variance η,
     chosen near the smallest posterior variance, and runs at 0.8·h. Wenzel et al.'s kernel takes
-    the deep-learning parameterisation ℓ = h²n, β = 1 − C·h (docs/design.md, "Energy and
-    temperature"), one draw per cycle of ``wenzel_cycle`` epochs of ``epoch`` steps, and a
+    the deep-learning parameterisation ℓ = h²n, β = 1 − C·h (docs/design.md,
+    *The deep-learning parameterisation*), one draw per cycle of ``wenzel_cycle`` epochs of ``epoch`` steps, and a
     layerwise mass re-estimated every 1,000 steps (exact between updates).
     """
     mom = {"step_size": h, "friction": friction}

@@ -34,7 +34,7 @@ def as_schedule(value: float | Schedule, name: str = "step_size", *, allow_zero:
             f"got {type(value).__name__}."
         ) from None
     if not (v >= 0 if allow_zero else v > 0) or v == float("inf"):
-        raise ValueError(f"{name} must be a finite number {bound}; got {value}.")
+        raise ValueError(f"{name} must be {bound} and finite; got {value}.")
     return lambda step: jnp.asarray(v)
 
 

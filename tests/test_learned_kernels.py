@@ -4,6 +4,8 @@ of the exact kernels (exact whatever their meta-parameters: that is the point of
 
 import warnings
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,10 +15,10 @@ from stat_utils import assert_moments
 import bdl
 from bdl.kernels import elementwise_mlp
 from bdl.kernels.elementwise_mlp import init_mlp, load_meta_params, save_meta_params
-from bdl.kernels.kinetic_l2e import KineticL2E, init_kinetic_l2e_params
-from bdl.kernels.l2e import EMA_DECAYS, L2E, features, init_l2e_params
-from bdl.kernels.nnsghmc import NNSGHMC, NNSGHMCRecipe, init_nnsghmc_params
-from bdl.kernels.sghmc import SGHMC
+from bdl.kernels.kinetic_l2e import init_kinetic_l2e_params, kinetic_l2e
+from bdl.kernels.l2e import EMA_DECAYS, features, init_l2e_params, l2e
+from bdl.kernels.nnsghmc import NNSGHMCRecipe, init_nnsghmc_params, nnsghmc
+from bdl.kernels.sghmc import sghmc
 
 MEAN = np.array([1.0, -1.0, 0.5])
 COV = np.array([[1.0, 0.4, 0.2], [0.4, 0.8, -0.3], [0.2, -0.3, 1.2]])
@@ -57,16 +59,15 @@ def run_steps(kernel, energy, num_steps, seed=0, step_size=0.05, temperature=1.0
 
 # ---------------------------------------------------------------------------- checker verdicts
 class NoGammaRecipe(NNSGHMCRecipe):
-    def gamma(self, z, ctx):
-        return {g: jax.tree.map(jnp.zeros_like, z[g]) for g in self.groups}
+    def evaluate(self, z, ctx):
+        return super().evaluate(z, ctx)._replace(gamma={})
 
 
-class NoGammaNNSGHMC(NNSGHMC):
+def no_gamma_nnsghmc(**hyper):
     """NNSGHMC with Γ dropped: the same D(z), Q(z) but no correction term."""
-
-    def recipe(self):
-        r = super().recipe()
-        return NoGammaRecipe(**{f: getattr(r, f) for f in r.__dataclass_fields__})
+    kernel = nnsghmc(**hyper)
+    fields = {f.name: getattr(kernel.recipe, f.name) for f in dataclasses.fields(kernel.recipe)}
+    return dataclasses.replace(kernel, recipe=NoGammaRecipe(**fields))
 
 
 def test_nnsghmc_is_exact():
@@ -76,7 +77,7 @@ def test_nnsghmc_is_exact():
 
 
 def test_nnsghmc_without_gamma_fails_the_checker():
-    kernel = NoGammaNNSGHMC(step_size=1e-2, meta_params=init_nnsghmc_params(0))
+    kernel = no_gamma_nnsghmc(step_size=1e-2, meta_params=init_nnsghmc_params(0))
     report = bdl.kernels.check(kernel, num_states=2, noise_draws=4000)
     assert not report.exact
     assert any("Γ omitted" in r for r in report.reasons), str(report)
@@ -104,29 +105,28 @@ def _positions(states):
 
 def test_l2e_with_zero_heads_is_sghmc_step_for_step():
     """α = 0 and β = r (zero output layer): L2E's update is SGHMC's, draw for draw."""
-    l2e = L2E(step_size=0.05, friction=1.3, meta_params=init_l2e_params(4, final_scale=0.0))
-    sghmc = SGHMC(step_size=0.05, friction=1.3)
-    a = _positions(run_steps(l2e, quartic_energy, 25))
-    b = _positions(run_steps(sghmc, quartic_energy, 25))
+    zero = l2e(0.05, 1.3, meta_params=init_l2e_params(4, final_scale=0.0))
+    a = _positions(run_steps(zero, quartic_energy, 25))
+    b = _positions(run_steps(sghmc(0.05, 1.3), quartic_energy, 25))
     np.testing.assert_allclose(np.stack(a), np.stack(b), rtol=0, atol=1e-6)
     # non-zero heads do change the dynamics (the comparison above is not vacuous)
-    moved = L2E(step_size=0.05, friction=1.3, meta_params=init_l2e_params(4, final_scale=0.5))
+    moved = l2e(0.05, 1.3, meta_params=init_l2e_params(4, final_scale=0.5))
     c = _positions(run_steps(moved, quartic_energy, 25))
     assert np.max(np.abs(np.stack(c) - np.stack(b))) > 1e-2
 
 
 def test_nnsghmc_and_kinetic_l2e_with_zero_outputs_are_sghmc():
     """Zero output layers: f_Q = β₀ = 1, f_D = 0 (friction α + c); f_φ = 0 (g = ½‖r‖²)."""
-    sghmc = _positions(run_steps(SGHMC(step_size=0.05, friction=1.3), quartic_energy, 10))
-    nn = NNSGHMC(
+    reference = _positions(run_steps(sghmc(0.05, 1.3), quartic_energy, 10))
+    nn = nnsghmc(
         step_size=0.05, alpha=1.0, c=0.3, meta_params=init_nnsghmc_params(1, final_scale=0)
     )
-    kin = KineticL2E(
+    kin = kinetic_l2e(
         step_size=0.05, friction=1.3, meta_params=init_kinetic_l2e_params(1, final_scale=0)
     )
     for kernel in (nn, kin):
         got = _positions(run_steps(kernel, quartic_energy, 10))
-        np.testing.assert_allclose(np.stack(got), np.stack(sghmc), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(np.stack(got), np.stack(reference), rtol=0, atol=1e-6)
 
 
 # ---------------------------------------------------------------------------- L2E features
@@ -145,7 +145,7 @@ def test_l2e_features_have_unit_rms_per_leaf():
 
 def test_l2e_gradient_averages_by_hand():
     """Two steps: m_k = d_k·m_k + (1 − d_k)·g from zero, with g the gradient at each θ."""
-    kernel = L2E(step_size=0.05, meta_params=init_l2e_params(0))
+    kernel = l2e(0.05, meta_params=init_l2e_params(0))
     s1, s2 = run_steps(kernel, quartic_energy, 2)
     g0 = jax.grad(quartic_energy)(THETA0)
     g1 = jax.grad(quartic_energy)(s1.z["theta"])
@@ -153,9 +153,9 @@ def test_l2e_gradient_averages_by_hand():
         for name in THETA0:
             m1 = (1 - d) * g0[name]
             m2 = d * m1 + (1 - d) * g1[name]
-            np.testing.assert_allclose(s1.emas[k][name], m1, rtol=1e-6, atol=1e-7)
-            np.testing.assert_allclose(s2.emas[k][name], m2, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(s2.grad["w"], g1["w"], rtol=1e-6)
+            np.testing.assert_allclose(s1.history.emas[k][name], m1, rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(s2.history.emas[k][name], m2, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(s2.history.grad["w"], g1["w"], rtol=1e-6)
 
 
 # ---------------------------------------------------------------------------- meta-parameters
@@ -209,7 +209,7 @@ def test_bad_hyper_parameters_raise(name, hyper, word):
 def test_wrong_architecture_is_rejected():
     wrong = {"net": init_mlp(jax.random.key(0), (3, 8, 2))}
     with pytest.raises(ValueError, match="meta_params"):
-        L2E(step_size=0.01, meta_params=wrong)
+        l2e(0.01, meta_params=wrong)
 
 
 # ---------------------------------------------------------------------------- Gaussian moments
@@ -242,10 +242,10 @@ def _draws(kernel, num_steps, seed):
 @pytest.mark.parametrize(
     "kernel",
     [
-        NNSGHMC(
+        nnsghmc(
             step_size=0.025, alpha=1.0, c=0.5, meta_params=init_nnsghmc_params(1, final_scale=0.3)
         ),
-        KineticL2E(
+        kinetic_l2e(
             step_size=0.025, friction=1.5, meta_params=init_kinetic_l2e_params(1, final_scale=0.3)
         ),
     ],
@@ -257,7 +257,7 @@ def test_exact_learned_kernels_sample_a_gaussian(kernel):
 
 def test_gaussian_moments_catch_a_dropped_gamma():
     """The moment test has power: NNSGHMC without Γ (mean shifted by ≈ 0.16) fails it."""
-    kernel = NoGammaNNSGHMC(
+    kernel = no_gamma_nnsghmc(
         step_size=0.025, alpha=1.0, c=0.5, meta_params=init_nnsghmc_params(1, final_scale=0.3)
     )
     with pytest.raises(AssertionError, match="z-scores"):

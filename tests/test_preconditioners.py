@@ -12,9 +12,9 @@ from stat_utils import assert_moments, mean_and_mcse, z_threshold
 import bdl
 from bdl.data.synthetic import linear_regression_posterior
 from bdl.kernels import preconditioners as pc
-from bdl.kernels.psgld import PSGLD
-from bdl.kernels.sghmc import SGHMC
-from bdl.kernels.sgld import SGLD
+from bdl.kernels.psgld import psgld
+from bdl.kernels.sghmc import sghmc
+from bdl.kernels.sgld import sgld
 from bdl.model_files import load_spec
 
 
@@ -109,7 +109,7 @@ def test_momentum_rescaling_in_sghmc_step():
 
         h, gamma = 0.1, 2.0
         precond = pc.layerwise(update_every=1, num_gradients=1, eps=0.0)
-        kernel = SGHMC(step_size=h, friction=gamma, preconditioner=precond, collect_momentum=True)
+        kernel = sghmc(h, gamma, preconditioner=precond, collect_momentum=True)
         theta = {"a": jnp.array([1.0, -1.0]), "b": jnp.array([2.0])}
         r0 = {"a": jnp.array([0.3, 0.1]), "b": jnp.array([-0.2])}
         state = kernel.init(theta, jax.random.key(0))
@@ -139,7 +139,7 @@ def test_checker_verdicts():
     report = bdl.kernels.check(bdl.kernels.get("psgld"), num_states=2)
     assert report.verdict == "approximate"
     assert len(report.reasons) == 1 and "depends on gradient history" in report.reasons[0]
-    fixed = SGLD(step_size=1e-3, preconditioner=pc.layerwise("fixed", num_gradients=2))
+    fixed = sgld(1e-3, pc.layerwise("fixed", num_gradients=2))
     report = bdl.kernels.check(fixed, num_states=2)
     assert report.exact, str(report)
 
@@ -159,7 +159,7 @@ def test_psgld_mean_on_correlated_gaussian():
     target = bdl.compile(bdl.Potential(log_density, init={"x": jnp.zeros(2)}, name="gauss2"))
     samples = bdl.sample(
         target,
-        PSGLD(step_size=0.05),
+        psgld(0.05),
         num_steps=30_000,
         burn_in=2_000,
         thin=5,
@@ -201,8 +201,8 @@ def test_sghmc_layerwise_recovers_conjugate_regression():
         name="linear_regression_split",
     )
     target = bdl.compile(model, data, batch_size=spec.batch_size)
-    kernel = SGHMC(
-        step_size=3e-3,
+    kernel = sghmc(
+        3e-3,
         friction=20.0,
         preconditioner=pc.layerwise(update_every=200),
         collect_momentum=True,

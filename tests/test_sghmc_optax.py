@@ -23,7 +23,7 @@ def test_sghmc_learning_rate_parameterisation_matches_optax_sgd():
         lr, beta = 0.05, 0.9
         kernel = bdl.kernels.get("sghmc", learning_rate=lr, momentum=beta).bind(target)
         assert np.isclose(kernel.step_size, np.sqrt(lr / target.n))
-        assert np.isclose(kernel.friction, (1 - beta) * np.sqrt(target.n / lr))
+        assert np.isclose(kernel.recipe.friction.value, (1 - beta) * np.sqrt(target.n / lr))
 
         theta = jax.tree.map(lambda a: a + 0.1, target.initial_position)
         theta = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), theta)

@@ -8,9 +8,9 @@ import pytest
 from stat_utils import assert_moments, mean_and_mcse, z_threshold
 
 import bdl
-from bdl.kernels.recipe import Context, correction, drift
-from bdl.kernels.recipe_kernel import RecipeState
-from bdl.kernels.sgnht import SGNHT, ThermostatRecipe
+from bdl.kernels.recipe import Context, drift
+from bdl.kernels.recipe_kernel import RecipeKernel, RecipeState
+from bdl.kernels.sgnht import Thermostat, ThermostatSplitting, sgnht
 
 MEAN = np.array([1.0, -1.0, 0.5])
 COV = np.array([[1.0, 0.4, 0.2], [0.4, 0.8, -0.3], [0.2, -0.3, 1.2]])
@@ -49,12 +49,13 @@ def test_derived_gamma_is_minus_one_on_the_thermostat():
     for d_a in (2, 6):
         z = random_state(d_a)
         ctx = Context(jnp.asarray(0.0), z["theta"])
-        gamma = correction(ThermostatRecipe(diffusion_constant=1.5), z, ctx)
-        assert float(gamma["xi"]) == pytest.approx(-1.0, abs=1e-12)
-        assert all(float(jnp.max(jnp.abs(x))) == 0.0 for x in jax.tree.leaves(gamma["r"]))
+        recipe = Thermostat(diffusion_constant=1.5)
+        ev = recipe.evaluate(z, ctx)
+        assert float(ev.gamma["xi"]) == pytest.approx(-1.0, abs=1e-12)
+        assert all(float(jnp.max(jnp.abs(x))) == 0.0 for x in jax.tree.leaves(ev.gamma["r"]))
         d = 1 + d_a
         rr = sum(float(jnp.sum(r * r)) for r in jax.tree.leaves(z["r"]))
-        v = drift(ThermostatRecipe(diffusion_constant=1.5), z, ctx, jnp.asarray(0.7))
+        v = drift(recipe, ev, z, jnp.asarray(0.7), ("theta", "r", "xi"))
         assert float(v["xi"]) == pytest.approx(rr / d - 0.7, rel=1e-6)
         expected_r = jax.tree.map(lambda g, r: -g - 0.3 * r, z["theta"], z["r"])
         for got, want in zip(jax.tree.leaves(v["r"]), jax.tree.leaves(expected_r), strict=True):
@@ -67,20 +68,16 @@ def test_sgnht_is_exact():
     assert report.residuals["Γ vs ∇·(D+Q)"] < 1e-12, str(report)
 
 
-class NoGammaThermostat(ThermostatRecipe):
+class NoGammaThermostat(Thermostat):
     """The Nosé–Hoover recipe with Γ dropped: dξ = rᵀr/d dt, the thermostat never settles."""
 
-    def gamma(self, z, ctx):
-        return jax.tree.map(jnp.zeros_like, z)
-
-
-class NoGammaSGNHT(SGNHT):
-    def recipe(self):
-        return NoGammaThermostat(diffusion_constant=float(self.diffusion))
+    def evaluate(self, z, ctx):
+        return super().evaluate(z, ctx)._replace(gamma={})
 
 
 def test_sgnht_without_gamma_is_caught():
-    report = bdl.kernels.check(NoGammaSGNHT(step_size=1e-2), num_states=2)
+    kernel = RecipeKernel(NoGammaThermostat(), 1e-2, ThermostatSplitting())
+    report = bdl.kernels.check(kernel, num_states=2)
     assert not report.exact
     assert any("Γ omitted" in r for r in report.reasons), str(report)
 
@@ -103,7 +100,7 @@ def test_one_step_is_the_declared_update():
         ("midpoint", jax.tree.map(lambda a, b: 0.5 * (a + b), z["r"], r_new)),
         ("endpoint", r_new),
     ):
-        kernel = SGNHT(step_size=h, diffusion=A, thermostat_update=update)
+        kernel = sgnht(h, A, thermostat_update=update)
         state, _ = kernel.step(key, RecipeState(z), energy_and_grad, h, T)
         for got, want in zip(jax.tree.leaves(state.z["r"]), jax.tree.leaves(r_new), strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-6)
@@ -127,7 +124,7 @@ def test_gaussian_moments_and_thermostat_mean(temperature):
     A, h = 4.0, 0.04
     samples = bdl.sample(
         gaussian_target(temperature),
-        SGNHT(step_size=h, diffusion=A),
+        sgnht(h, A),
         num_steps=40_000,
         burn_in=4_000,
         thin=10,
@@ -149,7 +146,7 @@ def test_thermostat_absorbs_gradient_noise():
     A, h, s, T = 1.0, 0.02, 5.0, 1.0
     samples = bdl.sample(
         gaussian_target(T, grad_noise=s),
-        SGNHT(step_size=h, diffusion=A),
+        sgnht(h, A),
         num_steps=60_000,
         burn_in=6_000,
         thin=10,
@@ -165,10 +162,10 @@ def test_thermostat_absorbs_gradient_noise():
 
 def test_bad_hyper_parameters_raise():
     with pytest.raises(ValueError, match="diffusion"):
-        SGNHT(step_size=1e-2, diffusion=0.0)
+        sgnht(1e-2, diffusion=0.0)
     with pytest.raises(ValueError, match="init_momentum"):
-        SGNHT(step_size=1e-2, init_momentum="random")
+        sgnht(1e-2, init_momentum="random")
     with pytest.raises(ValueError, match="thermostat_update"):
-        SGNHT(step_size=1e-2, thermostat_update="half")
+        sgnht(1e-2, thermostat_update="half")
     with pytest.raises(ValueError, match="step_size"):
-        SGNHT()
+        sgnht()

@@ -16,7 +16,7 @@ from scipy import stats
 from stat_utils import assert_moments, mean_and_mcse, z_threshold
 
 import bdl
-from bdl.kernels import SGHMC, SGLD, Cyclical, EntropyMCMC, checker, cyclical, entropy
+from bdl.kernels import Cyclical, EntropyMCMC, checker, cyclical, entropy, sghmc, sgld
 from bdl.kernels.entropy import joint_energy_and_grad
 from bdl.model_files import load_spec
 
@@ -38,9 +38,9 @@ def gaussian2(temperature: float):
 @pytest.mark.parametrize(
     "kernel",
     [
-        entropy(SGLD(step_size=1e-3), eta=0.7),
+        entropy(sgld(1e-3), eta=0.7),
         entropy("sghmc", eta=0.7, step_size=1e-2, friction=1.5),
-        cyclical(SGHMC(step_size=1e-2), cycle_length=10),
+        cyclical(sghmc(1e-2), cycle_length=10),
     ],
     ids=["entropy(sgld)", "entropy(sghmc)", "cyclical(sghmc)"],
 )
@@ -63,13 +63,13 @@ class DetachedGuide(EntropyMCMC):
 
 
 def test_checker_sees_the_coupling():
-    report = bdl.kernels.check(DetachedGuide(SGLD(step_size=1e-3), eta=0.7), num_states=1)
+    report = bdl.kernels.check(DetachedGuide(sgld(1e-3), eta=0.7), num_states=1)
     assert any("drift" in r for r in report.reasons), str(report)
 
 
 def test_gibbs_variant_is_not_checkable():
     """A recipe step on θ | θ_a then an exact draw θ_a | θ: no single SDE, so no verdict."""
-    report = bdl.kernels.check(entropy(SGLD(step_size=1e-3), eta=0.7, variant="gibbs"))
+    report = bdl.kernels.check(entropy(sgld(1e-3), eta=0.7, variant="gibbs"))
     assert not report.exact
     assert report.reasons == ["state has no recipe variables z: cannot be checked"]
 
@@ -81,7 +81,7 @@ def test_joint_gradient_equals_autodiff_of_the_joint_energy():
 
 
 def _joint_gradient_check():
-    kernel = entropy(SGLD(step_size=1e-3), eta=0.3)
+    kernel = entropy(sgld(1e-3), eta=0.3)
     joint_energy = kernel.augment_energy(checker.test_energy)
     key_a, key_b = jax.random.split(jax.random.key(0))
     theta = {"a": jax.random.normal(key_a, (2,)), "b": jnp.array([0.4])}
@@ -106,7 +106,7 @@ def test_entropy_init_and_collect():
     theta = {"w": jnp.arange(3.0)}
     state = kernel.init(theta, jax.random.key(0))
     assert set(state.z["theta"]) == {"position", "guide"}
-    assert set(state.z["r"]) == {"position", "guide"}  # the guide has its own momentum
+    assert set(state.z["p"]) == {"position", "guide"}  # the guide has its own momentum
     out = kernel.collect(state)
     assert set(out) == {"position", "guide"}
     np.testing.assert_array_equal(out["position"]["w"], theta["w"])
@@ -115,28 +115,28 @@ def test_entropy_init_and_collect():
 
 def test_wrapper_hyper_parameters_raise():
     with pytest.raises(ValueError, match="eta"):
-        entropy(SGLD(step_size=1e-3), eta=0.0)
+        entropy(sgld(1e-3), eta=0.0)
     with pytest.raises(ValueError, match="eta"):
         entropy("sgld", step_size=1e-3)
     with pytest.raises(ValueError, match="variant"):
-        entropy(SGLD(step_size=1e-3), eta=1.0, variant="alternating")
+        entropy(sgld(1e-3), eta=1.0, variant="alternating")
     with pytest.raises(ValueError, match="exploration"):
-        cyclical(SGLD(step_size=1e-3), cycle_length=10, exploration=1.0)
+        cyclical(sgld(1e-3), cycle_length=10, exploration=1.0)
     with pytest.raises(ValueError, match="no sampling step"):
-        cyclical(SGLD(step_size=1e-3), cycle_length=3, exploration=0.9)
+        cyclical(sgld(1e-3), cycle_length=3, exploration=0.9)
     with pytest.raises(ValueError, match="cycle_length"):
-        cyclical(SGLD(step_size=1e-3), cycle_length=0)
+        cyclical(sgld(1e-3), cycle_length=0)
     with pytest.raises(ValueError, match="num_cycles"):
-        cyclical(SGLD(step_size=1e-3), num_cycles=4)
+        cyclical(sgld(1e-3), num_cycles=4)
     with pytest.raises(ValueError, match="pass them to the kernel"):
-        cyclical(SGLD(step_size=1e-3), cycle_length=10, friction=2.0)
+        cyclical(sgld(1e-3), cycle_length=10, friction=2.0)
 
 
 # ------------------------------------------------------------------------------ cyclical
 def test_cyclical_schedule_and_stages():
     """h_t = h₀/2·(cos(π·mod(t, K)/K) + 1) (0-based t); T_t = 0 on the first 80% of a cycle."""
     h0, K = 0.1, 10
-    kernel = cyclical(SGLD(step_size=h0), cycle_length=K, exploration=0.8)
+    kernel = cyclical(sgld(h0), cycle_length=K, exploration=0.8)
     expected_h = {
         0: h0,  # cycle start
         5: h0 / 2,  # middle
@@ -147,12 +147,12 @@ def test_cyclical_schedule_and_stages():
     for t, h in expected_h.items():
         got_h, _ = kernel.hyper(jnp.asarray(t), jnp.asarray(0.7))
         assert float(got_h) == pytest.approx(h, rel=1e-6)
-        assert float(kernel.step_size_at(jnp.asarray(t))) == pytest.approx(h, rel=1e-6)
+        assert float(kernel.hyper(jnp.asarray(t), 1.0)[0]) == pytest.approx(h, rel=1e-6)
     temps = [float(kernel.hyper(jnp.asarray(t), jnp.asarray(0.7))[1]) for t in range(2 * K)]
     samples = [bool(kernel.is_sample(jnp.asarray(t))) for t in range(2 * K)]
     assert temps == pytest.approx([0.0] * 8 + [0.7] * 2 + [0.0] * 8 + [0.7] * 2)
     assert samples == [False] * 8 + [True] * 2 + [False] * 8 + [True] * 2
-    by_cycles = cyclical(SGLD(step_size=h0), num_cycles=4, num_steps=1_001)
+    by_cycles = cyclical(sgld(h0), num_cycles=4, num_steps=1_001)
     assert by_cycles.cycle_length == 251  # ⌈1001/4⌉ (Zhang et al. 2020)
     assert isinstance(bdl.kernels.get("cyclical"), Cyclical)
 
@@ -160,7 +160,7 @@ def test_cyclical_schedule_and_stages():
 def test_cyclical_collects_only_sampling_steps():
     """100 steps in cycles of 10 with 80% exploration: 2 draws per cycle, 20 in all, each taken
     after a sampling step (at the target's T); exploration runs at T = 0 (no noise)."""
-    kernel = cyclical(SGLD(step_size=0.05), cycle_length=10, exploration=0.8)
+    kernel = cyclical(sgld(0.05), cycle_length=10, exploration=0.8)
     samples = bdl.sample(gaussian2(0.7), kernel, num_steps=100, num_chains=2, seed=0)
     assert samples.num_draws == 20
     assert sorted(samples.steps.tolist()) == [c * 10 + k for c in range(10) for k in (8, 9)]
@@ -169,7 +169,7 @@ def test_cyclical_collects_only_sampling_steps():
     thinned = bdl.sample(gaussian2(0.7), kernel, num_steps=100, thin=3, num_chains=2, seed=0)
     assert thinned.steps.tolist() == [8, 29, 38, 59, 68, 89, 98]
     # exploration steps are noiseless: different keys give the same step
-    quiet = Cyclical(SGLD(step_size=0.05), cycle_length=10, exploration=0.5)
+    quiet = Cyclical(sgld(0.05), cycle_length=10, exploration=0.5)
     state = quiet.init(jnp.zeros(2), jax.random.key(0))
     grad_fn = jax.value_and_grad(lambda x: 0.5 * jnp.sum((x - 1.0) ** 2))
     for t in range(5):
@@ -185,7 +185,7 @@ def test_composition_by_objects_and_by_name():
     the innermost kernel (SGHMC's learning-rate parameterisation needs the target's n)."""
     target = gaussian2(1.0)
     nested = cyclical(
-        entropy(SGHMC(learning_rate=1e-2, momentum=0.9), eta=0.5), cycle_length=20, exploration=0.5
+        entropy(sghmc(learning_rate=1e-2, momentum=0.9), eta=0.5), cycle_length=20, exploration=0.5
     )
     assert nested.name == "cyclical(entropy(sghmc))"
     samples = bdl.sample(target, nested, num_steps=200, thin=2, num_chains=3, seed=0)
@@ -218,7 +218,7 @@ def test_joint_stationary_law_on_a_gaussian(variant, step_size, friction):
     O(h) bias, well inside the Monte Carlo error of this test.
     """
     T, eta = 0.5, 1.0
-    kernel = entropy(SGHMC(step_size=step_size, friction=friction), eta=eta, variant=variant)
+    kernel = entropy(sghmc(step_size, friction), eta=eta, variant=variant)
     samples = bdl.sample(
         gaussian2(T), kernel, num_steps=50_000, burn_in=4_000, thin=10, num_chains=8, seed=2
     )
@@ -242,7 +242,7 @@ def test_two_mode_basin_masses_are_those_of_lemma_1():
     Convolution keeps each basin's mass, so at equilibrium the guide has no flat preference."""
     eta = 0.5
     target = load_spec("two_mode").compile()
-    kernel = entropy(SGHMC(step_size=0.1, friction=1.0), eta=eta)
+    kernel = entropy(sghmc(0.1, 1.0), eta=eta)
     samples = bdl.sample(target, kernel, num_steps=100_000, burn_in=1_000, thin=20, num_chains=16)
     cdf = stats.norm.cdf
     exact = {
@@ -271,8 +271,8 @@ def test_two_mode_flat_basin_claim_of_fig_2():
     preference, p = ½)."""
     target = load_spec("two_mode").compile()
     run = {"num_steps": 1_000, "burn_in": 999, "num_chains": 16, "seed": 0}
-    emcmc = bdl.sample(target, entropy(SGLD(step_size=5e-3), eta=0.5), **run)
-    sgld = bdl.sample(target, SGLD(step_size=5e-3), **run)
+    emcmc = bdl.sample(target, entropy(sgld(5e-3), eta=0.5), **run)
+    sgld = bdl.sample(target, sgld(5e-3), **run)
     flat_emcmc = int(flat_fraction(emcmc)[:, -1].sum())
     sharp_sgld = int((~flat_fraction(sgld))[:, -1].sum())
     assert stats.binom.sf(12, 16, 0.5) < 0.011

@@ -66,6 +66,10 @@ class KineticL2ERecipe(Recipe):
     init_momentum: str = eqx.field(static=True, default="zero")
 
     @property
+    def meta_params(self) -> MetaParams:
+        return {"f": self.net}
+
+    @property
     def groups(self) -> dict[str, GroupKind]:
         return {"theta": "elementwise", "r": "elementwise"}
 

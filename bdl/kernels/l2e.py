@@ -112,6 +112,10 @@ class L2ERecipe(Recipe):
     init_momentum: str = eqx.field(static=True, default="zero")
 
     @property
+    def meta_params(self) -> MetaParams:
+        return {"net": self.net}
+
+    @property
     def groups(self) -> dict[str, GroupKind]:
         return {"theta": "elementwise", "r": "elementwise"}
 

@@ -23,7 +23,7 @@ from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
 from bdl.kernels.sgld import Langevin
 
 
-def psgld(step_size: StepSize, alpha: float = 0.99, eps: float = 1e-5) -> RecipeKernel:
+def psgld(step_size: StepSize | None = None, alpha: float = 0.99, eps: float = 1e-5) -> RecipeKernel:
     """SGLD preconditioned by RMSprop (Li et al. 2016).
 
     Args:

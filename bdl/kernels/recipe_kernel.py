@@ -69,6 +69,8 @@ class RecipeKernel(Kernel):
                 f"{self.name}: recipe must be a bdl.kernels.recipe.Recipe; "
                 f"got {type(self.recipe).__name__}."
             )
+        if self.step_size is None:
+            raise ValueError(f"{self.name}: step_size is required (a float > 0 or a schedule).")
         if not isinstance(self.step_size, LearningRate):
             as_schedule(self.step_size, f"{self.name}: step_size")
         if not isinstance(self.integrator, Integrator):
@@ -81,6 +83,11 @@ class RecipeKernel(Kernel):
                 f"{self.name}: history must be a bdl.kernels.history.History (e.g. a "
                 f"preconditioner); got {type(self.history).__name__}."
             )
+
+    @property
+    def meta_params(self) -> Any:
+        """The learned recipe's meta-parameters (``None`` for a hand-designed recipe)."""
+        return getattr(self.recipe, "meta_params", None)
 
     # ----------------------------------------------------------------------------- transition
     def bind(self, target: Any) -> RecipeKernel:

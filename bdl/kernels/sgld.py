@@ -48,7 +48,7 @@ class Langevin(Recipe):
         return Langevin(mass)
 
 
-def sgld(step_size: StepSize, preconditioner: Preconditioner = identity()) -> RecipeKernel:
+def sgld(step_size: StepSize | None = None, preconditioner: Preconditioner = identity()) -> RecipeKernel:
     """SGLD with step size h (a float or a schedule ``t -> h_t``).
 
     Args:

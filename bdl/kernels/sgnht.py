@@ -116,7 +116,7 @@ class ThermostatSplitting(Integrator):
 
 
 def sgnht(
-    step_size: StepSize,
+    step_size: StepSize | None = None,
     diffusion: float = 1.0,
     *,
     init_momentum: str = "zero",

@@ -51,8 +51,8 @@ from _common import environment
 import bdl
 from bdl.data.synthetic_energies import correlated_gaussian
 from bdl.diagnostics import effective_sample_size
-from bdl.meta.config import load_config
-from bdl.meta.nnsghmc_training import kernel_hyper, validate_config
+from bdl.meta.config import load_config, parse_config
+from bdl.meta.nnsghmc_training import NNSGHMCConfig, kernel_hyper
 
 DIM = 20
 CHAINS = 50
@@ -146,7 +146,7 @@ def run_one(
 
 def nnsghmc_kernel(meta_params: str | None, q_bound: float | None) -> tuple[Any, dict]:
     """NNSGHMC with the shipped config's training hyper-parameters at h = 0.025 (matched)."""
-    cfg = validate_config(load_config(None, "nnsghmc"))
+    cfg = parse_config(NNSGHMCConfig, load_config(None, "nnsghmc"), "nnsghmc config")
     hyper = kernel_hyper(cfg, DIM)
     hyper["step_size"] = STEP_SIZE
     if q_bound is not None:

@@ -14,8 +14,8 @@ import bdl
 from bdl.cli.main import main
 from bdl.kernels.elementwise_mlp import load_meta_params
 from bdl.meta import es, l2e_training
-from bdl.meta.config import load_config
-from bdl.meta.l2e_training import bma_meta_loss, validate_config, zero_heads
+from bdl.meta.config import load_config, parse_config
+from bdl.meta.l2e_training import L2EConfig, bma_meta_loss, zero_heads
 from bdl.meta.tasks import HELD_OUT, TRAINING_FAMILIES, TaskDistribution
 
 TINY = {
@@ -113,9 +113,13 @@ def test_bma_meta_loss_by_hand():
     assert got < float(-np.mean(np.log(p)))
 
 
+def l2e_config(table):
+    return parse_config(L2EConfig, table, "test")
+
+
 def test_zero_heads_make_the_learned_kernels_sghmc():
     for name in ("l2e", "kinetic-l2e"):
-        cfg = validate_config({"kernel": name, "init_final_scale": 1.0})
+        cfg = l2e_config({"kernel": name, "init_final_scale": 1.0})
         params = l2e_training.init_params(cfg)
         zero = zero_heads(params)
         for mlp in zero.values():
@@ -139,17 +143,17 @@ def test_zero_heads_make_the_learned_kernels_sghmc():
 )
 def test_bad_config_keys_raise_naming_the_key(update, key, tmp_path):
     with pytest.raises(ValueError, match=key):
-        validate_config({"kernel": "l2e", **update})
+        l2e_config({"kernel": "l2e", **update})
     with pytest.raises(ValueError, match=key):
         l2e_training.train({"kernel": "kinetic-l2e", **update}, tmp_path, progress=False)
 
 
 def test_shipped_configs_are_valid_and_hold_out_breast_cancer():
     for name in ("l2e", "kinetic-l2e"):
-        cfg = validate_config(load_config(None, name))
-        assert cfg["held_out"] == HELD_OUT and HELD_OUT not in cfg["families"]
-        assert set(cfg["families"]) == set(TRAINING_FAMILIES)
-        assert cfg["num_steps"] >= 1000
+        cfg = l2e_config(load_config(None, name))
+        assert cfg.held_out == HELD_OUT and HELD_OUT not in cfg.families
+        assert set(cfg.families) == set(TRAINING_FAMILIES)
+        assert cfg.num_steps >= 1000
     with pytest.raises(ValueError, match="held_out"):
         TaskDistribution([*TRAINING_FAMILIES, HELD_OUT], HELD_OUT)
 
@@ -189,7 +193,7 @@ def test_train_checkpoint_resume_is_bitwise_equal(tmp_path):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     assert [h["loss"] for h in whole.history] == [h["loss"] for h in resumed.history]
     assert all(np.isfinite(h["loss"]) and np.isfinite(h["sghmc_loss"]) for h in whole.history)
-    for name in ("loss.png", "eval.json", "checkpoint.npz", "l2e.npz"):
+    for name in ("loss.png", "eval.json", "checkpoint.eqx", "l2e.npz"):
         assert (tmp_path / "whole" / name).is_file()
     evaluation = json.loads((tmp_path / "whole" / "eval.json").read_text())
     assert evaluation[0]["family"] == "prior-mlp-1" and np.isfinite(evaluation[0]["l2e"])
@@ -215,7 +219,7 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path, monkeypatch):
         l2e_training.train({**TINY, "checkpoint_every": 10}, tmp_path, progress=False)
     record = json.loads((tmp_path / "history.json").read_text())
     assert record["iteration"] == 1 and len(record["history"]) == 1
-    assert (tmp_path / "checkpoint.npz").is_file()
+    assert (tmp_path / "checkpoint.eqx").is_file()
 
 
 # ---------------------------------------------------------------------------- command line
@@ -242,4 +246,4 @@ def test_cli_meta_train_ctrl_c_exits_130_and_keeps_the_checkpoint(tmp_path, monk
     assert code == 130
     err = capsys.readouterr().err
     assert "interrupted" in err and "Traceback" not in err
-    assert (out / "checkpoint.npz").is_file()
+    assert (out / "checkpoint.eqx").is_file()

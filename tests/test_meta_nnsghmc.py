@@ -19,7 +19,7 @@ from bdl.kernels.elementwise_mlp import load_meta_params
 from bdl.kernels.nnsghmc import NNSGHMC, init_nnsghmc_params
 from bdl.kernels.recipe_kernel import RecipeState
 from bdl.meta import nnsghmc_training as nt
-from bdl.meta.config import load_config
+from bdl.meta.config import load_config, parse_config
 from bdl.meta.stein import median_bandwidth, rbf_kernel, stein_score
 
 #: the smallest configuration that exercises every part of an iteration
@@ -163,9 +163,9 @@ def test_meta_gradient_flows_through_the_unrolled_chain_and_is_truncated():
       their sensitivity to the initial state is exactly 0 while the first window's is not;
       without truncation both are non-zero, and the first window is unchanged.
     """
-    cfg = nt.validate_config(TINY)
+    cfg = parse_config(nt.NNSGHMCConfig, TINY, "test")
     meta = nt.init_state(cfg).meta
-    k, d, window = 4, cfg["dim"], 3
+    k, d, window = 4, cfg.dim, 3
     theta0 = jnp.linspace(-1.0, 1.0, k * d).reshape(k, d)
     mean, var = jnp.zeros((k, d)), jnp.full((k, d), 0.5)
     leaves, treedef = jax.tree.flatten(meta)
@@ -227,8 +227,8 @@ def test_bad_config_names_the_key(config, key, tmp_path):
 
 
 def test_shipped_config_is_valid():
-    cfg = nt.validate_config(load_config(None, "nnsghmc"))
-    assert cfg["seed"] == load_config(None, "nnsghmc")["seed"]
+    cfg = parse_config(nt.NNSGHMCConfig, load_config(None, "nnsghmc"), "test")
+    assert cfg.seed == load_config(None, "nnsghmc")["seed"]
 
 
 # ---------------------------------------------------------------------------- checkpoints
@@ -284,9 +284,9 @@ def test_cli_meta_train_nnsghmc(tmp_path, capsys):
     )
     assert code == 0
     captured = capsys.readouterr()
-    assert "iteration 2/2" in captured.err and "it/s" in captured.err and "ETA" in captured.err
+    assert "2/2 it" in captured.err and "it/s" in captured.err and "ETA" in captured.err
     assert "nnsghmc: 2 iterations" in captured.out
-    for name in ("nnsghmc.npz", "nnsghmc-hyper.json", "loss.png", "checkpoint.npz"):
+    for name in ("nnsghmc.npz", "nnsghmc-hyper.json", "loss.png", "checkpoint.eqx"):
         assert (out / name).is_file(), name
     kernel = bdl.kernels.get("nnsghmc", meta_params=out / "nnsghmc.npz", step_size=0.01)
     assert kernel.meta_params["q"].sizes == (2, 10, 1)

@@ -2,7 +2,9 @@
 by the KL(q‖π) loss through truncated back-propagation), and their shipped configurations.
 
 Each trainer module exposes ``train(config, out_dir, *, resume=False, progress=True)`` returning a
-:class:`bdl.meta.checkpoint.TrainingRun`; :data:`TRAINERS` maps the kernel name to that module.
+:class:`bdl.meta.driver.TrainingRun`; :data:`TRAINERS` maps the kernel name to that module. The
+outer loop, checkpoints and run directory they share are :mod:`bdl.meta.driver`'s, their
+configurations frozen dataclasses parsed by :func:`bdl.meta.config.parse_config`.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ with the chain length. Alongside the population the unperturbed sampler with zer
 (exactly SGHMC, see :mod:`bdl.kernels.l2e`) runs with the same random numbers, so every
 iteration records the meta-loss of the untrained baseline on the same task.
 
-:func:`train` dispatches on ``config["kernel"]`` (``"l2e"`` or ``"kinetic-l2e"``); the two
-differ only in their meta-parameters and kernel class.
+:func:`train` dispatches on the config's ``kernel`` (``"l2e"`` or ``"kinetic-l2e"``); the two
+differ only in their meta-parameters and kernel class. The outer loop, checkpoints and outputs
+are :mod:`bdl.meta.driver`'s.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import equinox as eqx
 import jax
@@ -46,12 +48,12 @@ import optax
 
 from bdl.compile.compiled_model import CompiledModel
 from bdl.kernels.base import Kernel
-from bdl.kernels.elementwise_mlp import ElementwiseMLP, MetaParams, save_meta_params
+from bdl.kernels.elementwise_mlp import ElementwiseMLP, MetaParams
 from bdl.kernels.kinetic_l2e import KineticL2E, init_kinetic_l2e_params
 from bdl.kernels.l2e import L2E, init_l2e_params
-from bdl.meta import es
-from bdl.meta.checkpoint import TrainingRun, load_checkpoint, save_checkpoint
-from bdl.meta.config import merge
+from bdl.meta import driver, es
+from bdl.meta.config import at_least, parse_config, require
+from bdl.meta.driver import TrainingRun
 from bdl.meta.tasks import FAMILIES, HELD_OUT, TRAINING_FAMILIES, Task, TaskDistribution
 
 PyTree = Any
@@ -61,94 +63,50 @@ KERNELS: dict[str, tuple[type[Kernel], Callable[..., MetaParams]]] = {
     "kinetic-l2e": (KineticL2E, init_kinetic_l2e_params),
 }
 
-#: every config key with its default (the shipped configs set the run lengths)
-DEFAULTS: dict[str, Any] = {
-    "seed": 0,
-    "iterations": 120,
-    "num_pairs": 4,
-    "sigma": 0.01,
-    "learning_rate": 0.003,
-    "adam_b1": 0.9,
-    "adam_b2": 0.99,
-    "clip_norm": 1.0,
-    "num_steps": 2000,
-    "burn_in": 1500,
-    "thin": 50,
-    "loss_cap": 10.0,
-    "init_momentum": "sample",
-    "init_seed": 0,
-    "init_final_scale": 0.0,
-    "families": list(TRAINING_FAMILIES),
-    "held_out": HELD_OUT,
-    "checkpoint_every": 10,
-    "eval_repeats": 2,
-}
-
-#: keys that may change when a run is resumed
-RESUMABLE = {"iterations", "checkpoint_every", "eval_repeats"}
-
 
 # ------------------------------------------------------------------------------ config
-def validate_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The full settings: defaults updated by ``config``; raises ``ValueError`` naming the key."""
-    kernel = config.get("kernel")
-    if kernel not in KERNELS:
-        raise ValueError(f"config key 'kernel' must be one of {sorted(KERNELS)}; got {kernel!r}.")
-    cfg = merge(DEFAULTS, config, where=f"meta-train {kernel}")
+@dataclasses.dataclass(frozen=True)
+class L2EConfig:
+    """The settings of a run, documented in docs/meta-learning.md (``compare=False``: may change
+    when a run is resumed)."""
 
-    def integer(key: str, minimum: int) -> None:
-        v = cfg[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-            raise ValueError(f"config key {key!r} must be an integer >= {minimum}; got {v!r}.")
+    kernel: Literal["l2e", "kinetic-l2e"]
+    seed: int = 0
+    iterations: int = field(default=120, compare=False)
+    num_pairs: int = 4
+    sigma: float = 0.01
+    learning_rate: float = 0.003
+    adam_b1: float = 0.9
+    adam_b2: float = 0.99
+    clip_norm: float = 1.0
+    num_steps: int = 2000
+    burn_in: int = 1500
+    thin: int = 50
+    loss_cap: float = 10.0
+    init_momentum: Literal["zero", "sample"] = "sample"
+    init_seed: int = 0
+    init_final_scale: float = 0.0
+    families: tuple[str, ...] = TRAINING_FAMILIES
+    held_out: str = HELD_OUT  # "": none
+    checkpoint_every: int = field(default=10, compare=False)
+    eval_repeats: int = field(default=2, compare=False)
 
-    def positive(key: str) -> None:
-        v = cfg[key]
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-            raise ValueError(f"config key {key!r} must be a finite number > 0; got {v!r}.")
-
-    for key in ("seed", "init_seed"):
-        integer(key, 0)
-    for key in ("iterations", "num_pairs", "num_steps", "thin", "checkpoint_every"):
-        integer(key, 1)
-    for key in ("burn_in", "eval_repeats"):
-        integer(key, 0)
-    for key in ("sigma", "learning_rate", "clip_norm", "loss_cap"):
-        positive(key)
-    for key in ("adam_b1", "adam_b2"):
-        v = cfg[key]
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < 1:
-            raise ValueError(f"config key {key!r} must be in [0, 1); got {v!r}.")
-    v = cfg["init_final_scale"]
-    if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v >= 0):
-        raise ValueError(f"config key 'init_final_scale' must be a number >= 0; got {v!r}.")
-    if cfg["init_momentum"] not in ("zero", "sample"):
-        raise ValueError(
-            f"config key 'init_momentum' must be 'zero' or 'sample'; got {cfg['init_momentum']!r}."
+    def __post_init__(self) -> None:
+        at_least(self, 0, "seed", "init_seed", "burn_in", "eval_repeats", "init_final_scale")
+        at_least(self, 1, "iterations", "num_pairs", "num_steps", "thin", "checkpoint_every")
+        at_least(self, 0, "sigma", "learning_rate", "clip_norm", "loss_cap", strict=True)
+        for key in ("adam_b1", "adam_b2"):
+            require(self, key, 0 <= getattr(self, key) < 1, "in [0, 1)")
+        require(
+            self,
+            "burn_in",
+            self.burn_in < self.num_steps and self.num_steps - self.burn_in >= self.thin,
+            f"< num_steps ({self.num_steps}) and leave at least one kept state (thin {self.thin})",
         )
-    if cfg["burn_in"] >= cfg["num_steps"] or (cfg["num_steps"] - cfg["burn_in"]) < cfg["thin"]:
-        raise ValueError(
-            "config keys 'num_steps', 'burn_in', 'thin': need burn_in < num_steps and at least "
-            f"one kept state; got num_steps={cfg['num_steps']}, burn_in={cfg['burn_in']}, "
-            f"thin={cfg['thin']}."
-        )
-    fams = cfg["families"]
-    if not isinstance(fams, list | tuple) or not all(isinstance(f, str) for f in fams):
-        raise ValueError(f"config key 'families' must be a list of family names; got {fams!r}.")
-    unknown = [f for f in fams if f not in FAMILIES]
-    if unknown or not fams:
-        raise ValueError(
-            f"config key 'families' has unknown names {unknown}; known: {sorted(FAMILIES)}."
-        )
-    held = cfg["held_out"]
-    if held in ("", None):
-        cfg["held_out"] = None
-    elif held not in FAMILIES:
-        raise ValueError(f"config key 'held_out' must be a family name or ''; got {held!r}.")
-    elif held in fams:
-        raise ValueError(f"config key 'held_out': {held!r} is also listed in 'families'.")
-    cfg["families"] = list(fams)
-    cfg["kernel"] = kernel
-    return cfg
+        unknown = [f for f in self.families if f not in FAMILIES]
+        require(self, "families", self.families and not unknown, f"names in {sorted(FAMILIES)}")
+        require(self, "held_out", self.held_out in ("", *FAMILIES), "a family name or ''")
+        require(self, "held_out", self.held_out not in self.families, "not in 'families'")
 
 
 # ------------------------------------------------------------------------------ inner loop
@@ -385,172 +343,92 @@ def evaluate(
 
 
 # ------------------------------------------------------------------------------ training
-class _Progress:
-    def __init__(self, total: int, start: int, enabled: bool, label: str):
-        self.total, self.start, self.enabled, self.label = total, start, enabled, label
-        self.t0 = time.perf_counter()
-        self.tty = sys.stderr.isatty()
-
-    def update(self, done: int, loss: float, base: float) -> None:
-        if not self.enabled:
-            return
-        elapsed = max(time.perf_counter() - self.t0, 1e-9)
-        rate = (done - self.start) / elapsed
-        eta = (self.total - done) / rate if rate > 0 else float("inf")
-        line = (
-            f"{self.label}: iteration {done}/{self.total}  loss {loss:.4f}  "
-            f"(sghmc {base:.4f})  {rate:.3f} it/s  ETA {eta:,.0f} s"
-        )
-        sys.stderr.write(("\r" + line + "   ") if self.tty else (line + "\n"))
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled and self.tty:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
-def init_params(cfg: dict[str, Any]) -> MetaParams:
+def init_params(cfg: L2EConfig) -> MetaParams:
     """φ₀: the kernel's random meta-parameters with the output layer scaled by
     ``init_final_scale`` (0: the sampler starts as SGHMC)."""
-    _, init = KERNELS[cfg["kernel"]]
-    return init(cfg["init_seed"], final_scale=float(cfg["init_final_scale"]))
-
-
-def make_optimizer(cfg: dict[str, Any]) -> optax.GradientTransformation:
-    """Global-norm clipping of the ES estimate, then Adam (Kim et al. 2024, App. I.3)."""
-    return _optimizer(
-        float(cfg["clip_norm"]),
-        float(cfg["learning_rate"]),
-        float(cfg["adam_b1"]),
-        float(cfg["adam_b2"]),
-    )
+    _, init = KERNELS[cfg.kernel]
+    return init(cfg.init_seed, final_scale=cfg.init_final_scale)
 
 
 @functools.cache
-def _optimizer(clip: float, lr: float, b1: float, b2: float) -> optax.GradientTransformation:
-    # cached: the same settings give the same object, so the jitted update is reused
-    return optax.chain(optax.clip_by_global_norm(clip), optax.adam(lr, b1=b1, b2=b2))
+def make_optimizer(cfg: L2EConfig) -> optax.GradientTransformation:
+    """Global-norm clipping of the ES estimate, then Adam (Kim et al. 2024, App. I.3); cached, so
+    equal configs share the object and the jitted update compiled for it."""
+    adam = optax.adam(cfg.learning_rate, b1=cfg.adam_b1, b2=cfg.adam_b2)
+    return optax.chain(optax.clip_by_global_norm(cfg.clip_norm), adam)
 
 
-def settings_of(cfg: dict[str, Any]) -> InnerSettings:
-    """The inner-loop settings (Alg. 2) of a validated config."""
+def settings_of(cfg: L2EConfig) -> InnerSettings:
+    """The inner-loop settings (Alg. 2) of a config."""
     return InnerSettings(
-        cfg["kernel"],
-        int(cfg["num_steps"]),
-        int(cfg["burn_in"]),
-        int(cfg["thin"]),
-        float(cfg["loss_cap"]),
-        cfg["init_momentum"],
+        cfg.kernel, cfg.num_steps, cfg.burn_in, cfg.thin, cfg.loss_cap, cfg.init_momentum
     )
 
 
 def train(
-    config: dict[str, Any],
+    config: L2EConfig | Mapping[str, Any],
     out_dir: str | Path,
     *,
     resume: bool = False,
     progress: bool = True,
 ) -> TrainingRun:
-    """Meta-train L2E or Kinetic-L2E (``config["kernel"]``) by antithetic ES (Kim et al. 2024,
+    """Meta-train L2E or Kinetic-L2E (the config's ``kernel``) by antithetic ES (Kim et al. 2024,
     Alg. 1, Eq. 7 and 10) and write the run to ``out_dir``.
 
-    Writes ``checkpoint.npz`` and ``history.json`` every ``checkpoint_every`` iterations (and on
-    Ctrl-C, before re-raising), then ``<kernel>.npz`` (the final meta-parameters,
-    :func:`bdl.kernels.save_meta_params` format), ``loss.png`` (the loss curve) and, when
-    ``eval_repeats > 0``, ``eval.json`` (trained vs SGHMC on held-out-seed tasks of every family
-    and on the held-out family). ``resume=True`` continues from ``out_dir``'s checkpoint; an
-    interrupted and resumed run ends bitwise equal to an uninterrupted one.
+    The run directory is :mod:`bdl.meta.driver`'s (checkpoints every ``checkpoint_every``
+    iterations and on Ctrl-C, ``<kernel>.npz``, ``loss.png``) plus, when ``eval_repeats > 0``,
+    ``eval.json`` (trained vs SGHMC on held-out-seed tasks of every family and on the held-out
+    family). ``resume=True`` continues from ``out_dir``'s checkpoint; an interrupted and resumed
+    run ends bitwise equal to an uninterrupted one.
     """
-    cfg = validate_config(dict(config))
-    kernel = cfg["kernel"]
-    out_dir = Path(out_dir)
-    distribution = TaskDistribution(cfg["families"], cfg["held_out"])
+    kernel = config.get("kernel", "l2e") if isinstance(config, Mapping) else config.kernel
+    cfg = parse_config(L2EConfig, config, f"meta-train {kernel}")
+    kernel = cfg.kernel
+    distribution = TaskDistribution(cfg.families, cfg.held_out or None)
     optimizer = make_optimizer(cfg)
     settings = settings_of(cfg)
     params = init_params(cfg)
-    opt_state = optimizer.init(params)
-    history: list[dict[str, Any]] = []
-    start, wall_before = 0, 0.0
 
-    saved = load_checkpoint(out_dir, {"params": params, "opt_state": opt_state}) if resume else None
-    if saved is not None:
-        state, start, history, wall_before = saved
-        _check_resumable(out_dir, cfg)
-        params, opt_state = state["params"], state["opt_state"]
-        params = jax.tree.map(jnp.asarray, params)
-        opt_state = jax.tree.map(jnp.asarray, opt_state)
-    elif (out_dir / "checkpoint.npz").exists() and not resume:
-        raise ValueError(
-            f"{out_dir} already holds a meta-training checkpoint; pass --resume to continue it "
-            "or choose another --out directory."
+    def step(state: PyTree, it: int) -> tuple[PyTree, dict[str, Any]]:
+        task = distribution.sample(cfg.seed, it)
+        key = jax.random.fold_in(jax.random.key(cfg.seed), it)
+        tic = time.perf_counter()
+        params, opt_state, stats = es_step(
+            settings, optimizer, *state, task, key, num_pairs=cfg.num_pairs, sigma=cfg.sigma
         )
+        record = {"task": task.name, **stats, "seconds": time.perf_counter() - tic}
+        return (params, opt_state), record
 
-    meter = _Progress(cfg["iterations"], start, progress, f"meta-train {kernel}")
-    t0 = time.perf_counter()
-    it = start
+    def describe(history: list[dict[str, Any]]) -> str:
+        return f"loss {history[-1]['loss']:.4f} (sghmc {history[-1]['sghmc_loss']:.4f})"
 
-    def checkpoint() -> None:
-        save_checkpoint(
-            out_dir,
-            {"params": params, "opt_state": opt_state},
-            iteration=it,
-            history=history,
-            config=cfg,
-            wall_time_s=wall_before + time.perf_counter() - t0,
-        )
+    loop = driver.Loop(
+        state=(params, optimizer.init(params)),
+        step=step,
+        meta_params=lambda state: state[0],
+        describe=describe,
+        plot={
+            "series": {"loss": "learned (ES population mean)", "sghmc_loss": "zero heads = SGHMC"},
+            "ylabel": "BMA meta-loss (nats / held-out point)",
+            "title": f"{kernel} meta-training",
+            "difference": ("loss", "sghmc_loss", "learned − SGHMC (same task, same noise)"),
+        },
+    )
+    result, (params, _) = driver.run(cfg, loop, out_dir, resume=resume, progress=progress)
 
-    try:
-        while it < cfg["iterations"]:
-            task = distribution.sample(cfg["seed"], it)
-            key = jax.random.fold_in(jax.random.key(cfg["seed"]), it)
-            tic = time.perf_counter()
-            new_params, new_opt_state, stats = es_step(
-                settings,
-                optimizer,
-                params,
-                opt_state,
-                task,
-                key,
-                num_pairs=int(cfg["num_pairs"]),
-                sigma=float(cfg["sigma"]),
-            )
-            params, opt_state = new_params, new_opt_state
-            it += 1
-            history.append(
-                {"iteration": it, "task": task.name, **stats, "seconds": time.perf_counter() - tic}
-            )
-            meter.update(it, stats["loss"], stats["sghmc_loss"])
-            if it % cfg["checkpoint_every"] == 0:
-                checkpoint()
-    except KeyboardInterrupt:
-        meter.close()
-        checkpoint()
-        print(
-            f"meta-train {kernel}: interrupted; checkpoint at iteration {it} saved in {out_dir} "
-            "(continue with --resume).",
-            file=sys.stderr,
-        )
-        raise
-    meter.close()
-    checkpoint()
-    wall = wall_before + time.perf_counter() - t0
-    path = save_meta_params(out_dir / f"{kernel}.npz", params)
-    plot_history(history, out_dir / "loss.png", title=f"{kernel} meta-training")
-
-    if cfg["eval_repeats"] > 0:
+    if cfg.eval_repeats > 0:
         results = evaluate(
             kernel,
             params,
-            distribution.evaluation_tasks(cfg["seed"]),
+            distribution.evaluation_tasks(cfg.seed),
             settings,
-            num_pairs=int(cfg["num_pairs"]),
-            repeats=int(cfg["eval_repeats"]),
-            seed=cfg["seed"] + 1,
+            num_pairs=cfg.num_pairs,
+            repeats=cfg.eval_repeats,
+            seed=cfg.seed + 1,
         )
-        if cfg["held_out"]:
+        if cfg.held_out:
             results[-1]["held_out"] = True
-        (out_dir / "eval.json").write_text(json.dumps(results, indent=1))
+        (result.out_dir / "eval.json").write_text(json.dumps(results, indent=1))
         if progress:
             for r in results:
                 tag = " (held out)" if r["held_out"] else ""
@@ -559,75 +437,4 @@ def train(
                     f"diff {r['difference']:+.4f} ± {r['difference_se']:.4f}",
                     file=sys.stderr,
                 )
-    return TrainingRun(
-        kernel=kernel,
-        out_dir=out_dir,
-        meta_params_path=path,
-        history=history,
-        wall_time_s=wall,
-        iterations=it,
-    )
-
-
-def _check_resumable(out_dir: Path, cfg: dict[str, Any]) -> None:
-    saved = json.loads((out_dir / "history.json").read_text()).get("config", {})
-    changed = sorted(
-        k for k in set(saved) | set(cfg) if k not in RESUMABLE and saved.get(k) != cfg.get(k)
-    )
-    if changed:
-        raise ValueError(
-            f"cannot resume {out_dir}: config keys {changed} differ from the checkpointed run "
-            f"(only {sorted(RESUMABLE)} may change)."
-        )
-
-
-def plot_history(history: list[dict[str, Any]], path: Path, *, title: str = "") -> Path:
-    """The loss curve: per-iteration meta-loss (Eq. 7) of the ES population and of the zero-head
-    sampler (SGHMC) on the same task with the same random numbers, and their difference, with
-    running medians (tasks differ in loss level, and a rare diverged chain is an outlier)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    its = np.array([h["iteration"] for h in history])
-    loss = np.array([h["loss"] for h in history])
-    base = np.array([h["sghmc_loss"] for h in history])
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    if len(its):
-        w = max(1, min(25, len(its) // 5))
-
-        def running_median(x: np.ndarray) -> np.ndarray:
-            return np.array([np.median(x[max(0, i - w + 1) : i + 1]) for i in range(len(x))])
-
-        axes[0].plot(its, loss, ".", alpha=0.35, color="C0")
-        axes[0].plot(its, base, ".", alpha=0.35, color="C1")
-        axes[0].plot(its, running_median(loss), color="C0", label="learned (ES population mean)")
-        axes[0].plot(its, running_median(base), color="C1", label="zero heads = SGHMC")
-        d = loss - base
-        lo, hi = np.quantile(d, [0.02, 0.98]) if len(d) > 10 else (d.min(), d.max())
-        pad = 0.15 * max(hi - lo, 1e-3)
-        lo, hi = min(lo - pad, -pad), max(hi + pad, pad)
-        inside = (d >= lo) & (d <= hi)
-        axes[1].plot(its[inside], d[inside], ".", alpha=0.4, color="C2")
-        if not inside.all():
-            axes[1].plot(
-                its[~inside],
-                np.clip(d[~inside], lo, hi),
-                "^",
-                color="C3",
-                label=f"{int((~inside).sum())} outside the axis (clipped)",
-            )
-        axes[1].plot(its, running_median(d), color="C2", label=f"running median ({w} iterations)")
-        axes[1].axhline(0.0, color="k", lw=0.8)
-        axes[1].set_ylim(lo, hi)
-    axes[0].set(xlabel="outer iteration", ylabel="BMA meta-loss (nats / held-out point)")
-    axes[0].legend(fontsize=8)
-    axes[1].set(xlabel="outer iteration", ylabel="learned − SGHMC (same task, same noise)")
-    axes[1].legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return result

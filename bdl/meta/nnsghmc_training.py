@@ -70,200 +70,128 @@ only at evaluation (App. F.1 clamps f_Q ≤ 5 at test time; unbounded, training 
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import functools
 import json
-import math
-import signal
-import sys
-import time
+from collections.abc import Callable, Mapping
+from dataclasses import field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from bdl.data.synthetic_energies import diagonal_gaussian
-from bdl.kernels.elementwise_mlp import MetaParams, save_meta_params
+from bdl.kernels.elementwise_mlp import ACTIVATIONS, MetaParams
 from bdl.kernels.nnsghmc import NNSGHMC, NNSGHMCRecipe, init_nnsghmc_params
 from bdl.kernels.recipe import Context
-from bdl.meta.checkpoint import HISTORY, TrainingRun, load_checkpoint, save_checkpoint
-from bdl.meta.config import merge
+from bdl.meta import driver
+from bdl.meta.config import at_least, parse_config, require
+from bdl.meta.driver import TrainingRun
 from bdl.meta.stein import stein_score
 
 PyTree = Any
 KERNEL = "nnsghmc"
-WHERE = "nnsghmc config"
-
-#: every configuration key with its default (the shipped bdl/meta/configs/nnsghmc.toml sets them)
-DEFAULTS: dict[str, Any] = {
-    "seed": 0,
-    # schedule
-    "iterations": 400,
-    "iterations_per_epoch": 4,
-    "checkpoint_every": 50,
-    "log_every": 10,
-    # tasks
-    "dim": 10,
-    "num_tasks": 4,
-    "variance_range": [0.05, 2.0],
-    "grad_noise": 1.0,
-    "init_range": 3.0,
-    # sampler (kernel hyper-parameters used in training, and recommended at test time)
-    "step_size": 0.025,
-    "alpha": 1.0,
-    "beta0": 1.0,
-    "c": 0.01,
-    "energy_scale": 1.0,
-    "momentum_scale": 1.0,
-    "grad_scale": 1.0,
-    "d_scale": 1.0,
-    "q_bound": 4.0,
-    "hidden": [10],
-    "activation": "tanh",
-    "init_final_scale": 0.1,
-    # unrolling
-    "num_chains": 50,
-    "window": 20,
-    "windows_per_iteration": 5,
-    # losses
-    "cross_chain_weight": 1.0,
-    "cross_chain_every": 2,
-    "in_chain_weight": 1.0,
-    "in_chain_chains": 5,
-    "in_chain_burn_in": 50,
-    "in_chain_thin": 3,
-    "stein_eta": 0.01,
-    "stein_bandwidth_scale": 1.0,
-    # replay
-    "replay_prob": 0.5,
-    "replay_size": 500,
-    # optimiser
-    "learning_rate": 2e-3,
-    "clip_norm": 1.0,
-}
 
 #: consecutive skipped (diverged) iterations after which training stops
 MAX_SKIPPED = 10
 
-#: keys that may change between a run and its resumption (they do not change the computation)
-RESUMABLE_CHANGES = frozenset({"iterations", "checkpoint_every", "log_every"})
-
 
 # ---------------------------------------------------------------------------- configuration
-def validate_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Defaults merged with ``config``; unknown keys and bad values raise ``ValueError`` naming
-    the key."""
-    cfg = merge(DEFAULTS, config, where=WHERE)
+@dataclasses.dataclass(frozen=True)
+class NNSGHMCConfig:
+    """The settings of a run (the shipped bdl/meta/configs/nnsghmc.toml sets them all), documented
+    in docs/meta-learning-nnsghmc.md; ``compare=False``: may change when a run is resumed."""
 
-    def fail(key: str, what: str) -> None:
-        raise ValueError(f"{WHERE}: {key} must be {what}; got {cfg[key]!r}.")
+    kernel: Literal["nnsghmc"] = KERNEL
+    seed: int = 0
+    # schedule
+    iterations: int = field(default=400, compare=False)
+    iterations_per_epoch: int = 4
+    checkpoint_every: int = field(default=50, compare=False)
+    log_every: int = field(default=10, compare=False)
+    # tasks
+    dim: int = 10
+    num_tasks: int = 4
+    variance_range: tuple[float, float] = (0.05, 2.0)
+    grad_noise: float = 1.0
+    init_range: float = 3.0
+    # sampler (kernel hyper-parameters used in training, and recommended at test time)
+    step_size: float = 0.025
+    alpha: float = 1.0
+    beta0: float = 1.0
+    c: float = 0.01
+    energy_scale: float = 1.0
+    momentum_scale: float = 1.0
+    grad_scale: float = 1.0
+    d_scale: float = 1.0
+    q_bound: float | None = 4.0
+    hidden: tuple[int, ...] = (10,)
+    activation: str = "tanh"
+    init_final_scale: float = 0.1
+    # unrolling
+    num_chains: int = 50
+    window: int = 20
+    windows_per_iteration: int = 5
+    # losses
+    cross_chain_weight: float = 1.0
+    cross_chain_every: int = 2
+    in_chain_weight: float = 1.0
+    in_chain_chains: int = 5
+    in_chain_burn_in: int = 50
+    in_chain_thin: int = 3
+    stein_eta: float = 0.01
+    stein_bandwidth_scale: float = 1.0
+    # replay
+    replay_prob: float = 0.5
+    replay_size: int = 500
+    # optimiser
+    learning_rate: float = 2e-3
+    clip_norm: float = 1.0
 
-    def integer(key: str, minimum: int) -> None:
-        v = cfg[key]
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < minimum:
-            fail(key, f"an integer >= {minimum}")
-
-    def number(key: str, minimum: float, *, strict: bool) -> None:
-        v = cfg[key]
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-        if not ok or (v <= minimum if strict else v < minimum):
-            fail(key, f"a number {'>' if strict else '>='} {minimum}")
-
-    for key in ("seed", "in_chain_burn_in"):
-        integer(key, 0)
-    for key in (
-        "iterations",
-        "iterations_per_epoch",
-        "checkpoint_every",
-        "log_every",
-        "dim",
-        "num_tasks",
-        "window",
-        "windows_per_iteration",
-        "cross_chain_every",
-        "in_chain_thin",
-        "replay_size",
-    ):
-        integer(key, 1)
-    integer("num_chains", 2)
-    integer("in_chain_chains", 1)
-    for key in (
-        "step_size",
-        "c",
-        "energy_scale",
-        "momentum_scale",
-        "grad_scale",
-        "learning_rate",
-        "clip_norm",
-        "init_range",
-        "stein_bandwidth_scale",
-        "stein_eta",
-    ):
-        number(key, 0.0, strict=True)
-    for key in (
-        "alpha",
-        "d_scale",
-        "grad_noise",
-        "init_final_scale",
-        "cross_chain_weight",
-        "in_chain_weight",
-    ):
-        number(key, 0.0, strict=False)
-    number("beta0", -math.inf, strict=True)
-    number("replay_prob", 0.0, strict=False)
-    if cfg["replay_prob"] > 1:
-        fail("replay_prob", "in [0, 1]")
-    if cfg["q_bound"] is not None:
-        number("q_bound", 0.0, strict=True)
-    vr = cfg["variance_range"]
-    if (
-        not isinstance(vr, list | tuple)
-        or len(vr) != 2
-        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in vr)
-        or not 0 < vr[0] <= vr[1]
-    ):
-        fail("variance_range", "[low, high] with 0 < low <= high")
-    hidden = cfg["hidden"]
-    if (
-        not isinstance(hidden, list | tuple)
-        or not hidden
-        or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in hidden)
-    ):
-        fail("hidden", "a non-empty list of positive integers")
-    from bdl.kernels.elementwise_mlp import ACTIVATIONS
-
-    if cfg["activation"] not in ACTIVATIONS:
-        fail("activation", f"one of {sorted(ACTIVATIONS)}")
-    if cfg["in_chain_chains"] > cfg["num_chains"]:
-        fail("in_chain_chains", f"<= num_chains ({cfg['num_chains']})")
-    steps = cfg["window"] * cfg["windows_per_iteration"]
-    if cfg["cross_chain_every"] > steps:
-        fail("cross_chain_every", f"<= the steps per iteration ({steps})")
-    if len(range(cfg["in_chain_burn_in"], steps, cfg["in_chain_thin"])) < 2:
-        fail("in_chain_burn_in", f"small enough to leave >= 2 thinned in-chain samples of {steps}")
-    if cfg["cross_chain_weight"] == 0 and cfg["in_chain_weight"] == 0:
-        fail("cross_chain_weight", "> 0 when in_chain_weight is 0")
-    cfg["variance_range"] = [float(v) for v in vr]
-    cfg["hidden"] = [int(h) for h in hidden]
-    return cfg
+    def __post_init__(self) -> None:
+        at_least(self, 0, "seed", "in_chain_burn_in", "alpha", "d_scale", "grad_noise")
+        at_least(self, 0, "init_final_scale", "cross_chain_weight", "in_chain_weight")
+        at_least(self, 1, "iterations", "iterations_per_epoch", "checkpoint_every", "log_every")
+        at_least(self, 1, "dim", "num_tasks", "window", "windows_per_iteration", "replay_size")
+        at_least(self, 1, "cross_chain_every", "in_chain_chains", "in_chain_thin")
+        at_least(self, 2, "num_chains")
+        at_least(self, 0, "step_size", "c", "energy_scale", "momentum_scale", strict=True)
+        at_least(self, 0, "grad_scale", "learning_rate", "clip_norm", "init_range", strict=True)
+        at_least(self, 0, "stein_bandwidth_scale", "stein_eta", strict=True)
+        require(self, "replay_prob", 0 <= self.replay_prob <= 1, "in [0, 1]")
+        require(self, "q_bound", self.q_bound is None or self.q_bound > 0, "> 0 or None")
+        low, high = self.variance_range
+        require(self, "variance_range", 0 < low <= high, "[low, high] with 0 < low <= high")
+        ok = bool(self.hidden) and min(self.hidden) >= 1
+        require(self, "hidden", ok, "a non-empty list of positive integers")
+        require(self, "activation", self.activation in ACTIVATIONS, f"in {sorted(ACTIVATIONS)}")
+        ok = self.in_chain_chains <= self.num_chains
+        require(self, "in_chain_chains", ok, f"<= num_chains ({self.num_chains})")
+        steps = self.window * self.windows_per_iteration
+        ok = self.cross_chain_every <= steps
+        require(self, "cross_chain_every", ok, f"<= the steps per iteration ({steps})")
+        ok = len(range(self.in_chain_burn_in, steps, self.in_chain_thin)) >= 2
+        what = f"small enough to leave >= 2 thinned in-chain samples of {steps}"
+        require(self, "in_chain_burn_in", ok, what)
+        ok = self.cross_chain_weight > 0 or self.in_chain_weight > 0
+        require(self, "cross_chain_weight", ok, "> 0 when in_chain_weight is 0")
 
 
-def kernel_hyper(cfg: dict[str, Any], dim: int) -> dict[str, Any]:
+def kernel_hyper(cfg: NNSGHMCConfig, dim: int) -> dict[str, Any]:
     """The NNSGHMC hyper-parameters of training, for a ``dim``-dimensional target (App. E)."""
     return {
-        "step_size": float(cfg["step_size"]),
-        "alpha": float(cfg["alpha"]),
-        "beta0": float(cfg["beta0"]),
-        "c": float(cfg["c"]),
+        "step_size": cfg.step_size,
+        "alpha": cfg.alpha,
+        "beta0": cfg.beta0,
+        "c": cfg.c,
         "num_data": 1.0,
-        "energy_scale": float(cfg["energy_scale"]) / dim,
-        "momentum_scale": float(cfg["momentum_scale"]),
-        "grad_scale": float(cfg["grad_scale"]),
-        "d_scale": float(cfg["d_scale"]),
-        "q_bound": None if cfg["q_bound"] is None else float(cfg["q_bound"]),
+        "energy_scale": cfg.energy_scale / dim,
+        "momentum_scale": cfg.momentum_scale,
+        "grad_scale": cfg.grad_scale,
+        "d_scale": cfg.d_scale,
+        "q_bound": cfg.q_bound,
     }
 
 
@@ -275,12 +203,12 @@ class Tasks(NamedTuple):
     var: jax.Array
 
 
-def make_tasks(cfg: dict[str, Any]) -> Tasks:
+def make_tasks(cfg: NNSGHMCConfig) -> Tasks:
     """The training pool: ``num_tasks`` :func:`diagonal_gaussian` targets seeded by the run."""
     means, variances = [], []
-    for i in range(cfg["num_tasks"]):
+    for i in range(cfg.num_tasks):
         mean, cov = diagonal_gaussian(
-            cfg["dim"], seed=1000 * cfg["seed"] + i, variance_range=tuple(cfg["variance_range"])
+            cfg.dim, seed=1000 * cfg.seed + i, variance_range=cfg.variance_range
         )
         means.append(mean)
         variances.append(jnp.diag(cov))
@@ -306,24 +234,22 @@ class TrainState(NamedTuple):
     buffer_ptr: jax.Array  # (tasks,) next write position
 
 
-def optimizer(cfg: dict[str, Any]) -> optax.GradientTransformation:
+def optimizer(cfg: NNSGHMCConfig) -> optax.GradientTransformation:
     """Gradient clipping by global norm, then Adam."""
-    return optax.chain(
-        optax.clip_by_global_norm(cfg["clip_norm"]), optax.adam(cfg["learning_rate"])
-    )
+    return optax.chain(optax.clip_by_global_norm(cfg.clip_norm), optax.adam(cfg.learning_rate))
 
 
-def init_state(cfg: dict[str, Any]) -> TrainState:
+def init_state(cfg: NNSGHMCConfig) -> TrainState:
     """Fresh meta-parameters (SGHMC-like: small output layers) and empty buffers."""
     meta = init_nnsghmc_params(
-        cfg["seed"],
-        tuple(cfg["hidden"]),
-        final_scale=cfg["init_final_scale"],
-        activation=cfg["activation"],
+        cfg.seed,
+        cfg.hidden,
+        final_scale=cfg.init_final_scale,
+        activation=cfg.activation,
     )
-    shape = (cfg["num_tasks"], cfg["num_chains"], cfg["dim"])
-    buf = (cfg["num_tasks"], cfg["replay_size"], cfg["dim"])
-    zeros_t = jnp.zeros((cfg["num_tasks"],), jnp.int32)
+    shape = (cfg.num_tasks, cfg.num_chains, cfg.dim)
+    buf = (cfg.num_tasks, cfg.replay_size, cfg.dim)
+    zeros_t = jnp.zeros((cfg.num_tasks,), jnp.int32)
     return TrainState(
         meta=meta,
         opt_state=optimizer(cfg).init(meta),
@@ -337,9 +263,9 @@ def init_state(cfg: dict[str, Any]) -> TrainState:
 
 
 # ---------------------------------------------------------------------------- the meta-loss
-def make_kernel(meta: MetaParams, cfg: dict[str, Any]) -> NNSGHMC:
+def make_kernel(meta: MetaParams, cfg: NNSGHMCConfig) -> NNSGHMC:
     """The NNSGHMC kernel being trained (its meta-parameters may be tracers)."""
-    return NNSGHMC(meta_params=meta, integrator="symplectic_euler", **kernel_hyper(cfg, cfg["dim"]))
+    return NNSGHMC(meta_params=meta, integrator="symplectic_euler", **kernel_hyper(cfg, cfg.dim))
 
 
 def nnsghmc_step(
@@ -465,7 +391,7 @@ def meta_loss(
     r: jax.Array,
     tasks: Tasks,
     key: jax.Array,
-    cfg: dict[str, Any],
+    cfg: NNSGHMCConfig,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """The surrogate cross-chain + in-chain loss (Eq. 10, 11), averaged over the tasks.
 
@@ -485,13 +411,13 @@ def meta_loss(
         mean.reshape(flat),
         var.reshape(flat),
         k_run,
-        window=cfg["window"],
-        num_windows=cfg["windows_per_iteration"],
-        grad_noise=cfg["grad_noise"],
+        window=cfg.window,
+        num_windows=cfg.windows_per_iteration,
+        grad_noise=cfg.grad_noise,
     )
     steps = thetas.shape[0]
     thetas = thetas.reshape(steps, num_tasks, k, d)
-    stein = {"eta": cfg["stein_eta"], "bandwidth_scale": cfg["stein_bandwidth_scale"]}
+    stein = {"eta": cfg.stein_eta, "bandwidth_scale": cfg.stein_bandwidth_scale}
 
     def per_task(fn: Any, x: jax.Array) -> jax.Array:
         """``fn(samples (n, d), μ, σ²)`` over x of shape (groups, tasks, n, d) → (groups, tasks)."""
@@ -503,21 +429,21 @@ def meta_loss(
         return surrogate(x, m, v, **stein)
 
     # cross-chain: q_t across the K chains, every `cross_chain_every` steps (Eq. 10)
-    cross = thetas[cfg["cross_chain_every"] - 1 :: cfg["cross_chain_every"]]  # (T_c, tasks, K, d)
+    cross = thetas[cfg.cross_chain_every - 1 :: cfg.cross_chain_every]  # (T_c, tasks, K, d)
     cross_loss = jnp.mean(per_task(sur, cross))
     kl_cross = jnp.mean(per_task(marginal_kl, cross))
 
     # in-chain: q along a sub-sampled chain's thinned trajectory (Eq. 11)
-    times = jnp.arange(cfg["in_chain_burn_in"], steps, cfg["in_chain_thin"])
-    chains = jax.vmap(
-        lambda kk: jax.random.choice(kk, k, (cfg["in_chain_chains"],), replace=False)
-    )(jax.random.split(k_sub, num_tasks))  # (tasks, n_in)
+    times = jnp.arange(cfg.in_chain_burn_in, steps, cfg.in_chain_thin)
+    chains = jax.vmap(lambda kk: jax.random.choice(kk, k, (cfg.in_chain_chains,), replace=False))(
+        jax.random.split(k_sub, num_tasks)
+    )  # (tasks, n_in)
     picked = jnp.take_along_axis(thetas[times], chains[None, :, :, None], axis=2)
     inner = jnp.transpose(picked, (2, 1, 0, 3))  # (n_in, tasks, T_in, d)
     in_loss = jnp.mean(per_task(sur, inner))
     kl_in = jnp.mean(per_task(marginal_kl, inner))
 
-    wc, wi = cfg["cross_chain_weight"], cfg["in_chain_weight"]
+    wc, wi = cfg.cross_chain_weight, cfg.in_chain_weight
     loss = wc * cross_loss + wi * in_loss
 
     # what the sampler does at the final states (diagnostic)
@@ -549,17 +475,17 @@ def meta_loss(
 
 # ---------------------------------------------------------------------------- one iteration
 def restart_chains(
-    state: TrainState, tasks: Tasks, key: jax.Array, cfg: dict[str, Any]
+    state: TrainState, tasks: Tasks, key: jax.Array, cfg: NNSGHMCConfig
 ) -> tuple[jax.Array, jax.Array]:
     """New chain states at an epoch start: replayed with probability ``replay_prob`` (when the
     task's buffer has entries), else θ ~ μ + U(−a, a)ᵈ and r = 0 (App. F.1, F.3.1)."""
     num_tasks, k, d = state.theta.shape
     k_fresh, k_coin, k_pick = jax.random.split(key, 3)
-    fresh = tasks.mean[:, None, :] + cfg["init_range"] * jax.random.uniform(
+    fresh = tasks.mean[:, None, :] + cfg.init_range * jax.random.uniform(
         k_fresh, (num_tasks, k, d), minval=-1.0, maxval=1.0
     )
     count = state.buffer_count[:, None]
-    use = (jax.random.uniform(k_coin, (num_tasks, k)) < cfg["replay_prob"]) & (count > 0)
+    use = (jax.random.uniform(k_coin, (num_tasks, k)) < cfg.replay_prob) & (count > 0)
     idx = jnp.floor(jax.random.uniform(k_pick, (num_tasks, k)) * jnp.maximum(count, 1))
     idx = jnp.minimum(idx.astype(jnp.int32), jnp.maximum(count, 1) - 1)
     replay_theta = jnp.take_along_axis(state.buffer_theta, idx[..., None], axis=1)
@@ -585,25 +511,19 @@ def push_buffer(state: TrainState, theta: jax.Array, r: jax.Array) -> TrainState
     )
 
 
-def make_update(cfg: dict[str, Any]) -> Any:
-    """The jitted meta-iteration ``(state, iteration) -> (state, metrics)`` for ``cfg`` (cached:
-    runs with the same config in one process share the compiled function)."""
-    key = {k: v for k, v in cfg.items() if k not in RESUMABLE_CHANGES}
-    return _cached_update(json.dumps(key, sort_keys=True))
-
-
 @functools.lru_cache(maxsize=8)
-def _cached_update(cfg_json: str) -> Any:
-    cfg = json.loads(cfg_json)
+def make_update(cfg: NNSGHMCConfig) -> Callable[..., tuple[TrainState, dict[str, Any]]]:
+    """The jitted meta-iteration ``(state, iteration) -> (state, metrics)`` for ``cfg`` (cached:
+    runs with equal configs in one process share the compiled function)."""
     tasks = make_tasks(cfg)
     opt = optimizer(cfg)
-    base_key = jax.random.key(cfg["seed"])
+    base_key = jax.random.key(cfg.seed)
 
     @jax.jit
     def update(state: TrainState, iteration: jax.Array) -> tuple[TrainState, dict[str, Any]]:
         key = jax.random.fold_in(base_key, iteration)
         k_restart, k_loss = jax.random.split(key)
-        new_epoch = iteration % cfg["iterations_per_epoch"] == 0
+        new_epoch = iteration % cfg.iterations_per_epoch == 0
         theta0, r0 = restart_chains(state, tasks, k_restart, cfg)
         theta = jnp.where(new_epoch, theta0, state.theta)
         r = jnp.where(new_epoch, r0, state.r)
@@ -637,9 +557,9 @@ def _cached_update(cfg_json: str) -> Any:
     return update
 
 
-# ---------------------------------------------------------------------------- the driver
+# ---------------------------------------------------------------------------- training
 def train(
-    config: dict[str, Any],
+    config: NNSGHMCConfig | Mapping[str, Any],
     out_dir: str | Path,
     *,
     resume: bool = False,
@@ -647,166 +567,69 @@ def train(
 ) -> TrainingRun:
     """Meta-train NNSGHMC (module docstring) and write the run to ``out_dir``.
 
-    Writes ``checkpoint.npz`` and ``history.json`` every ``checkpoint_every`` iterations (and on
-    Ctrl-C, before the ``KeyboardInterrupt`` propagates), then ``nnsghmc.npz`` (the meta-parameters,
-    :func:`bdl.kernels.save_meta_params`), ``nnsghmc-hyper.json`` (the kernel hyper-parameters
-    they were trained with) and ``loss.png``. With ``resume`` it continues from the checkpoint in
-    ``out_dir`` (bitwise identical to an uninterrupted run); only ``iterations``,
-    ``checkpoint_every`` and ``log_every`` may differ from the checkpointed config.
+    The run directory is :mod:`bdl.meta.driver`'s (checkpoints every ``checkpoint_every``
+    iterations and on Ctrl-C or SIGTERM, ``nnsghmc.npz``, ``loss.png``) plus
+    ``nnsghmc-hyper.json`` (the kernel hyper-parameters the networks were trained with). With
+    ``resume`` it continues from the checkpoint in ``out_dir`` (bitwise identical to an
+    uninterrupted run); only ``iterations``, ``checkpoint_every`` and ``log_every`` may differ
+    from the checkpointed config.
     """
-    cfg = validate_config(config)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    state = init_state(cfg)
-    start, history, wall_before = 0, [], 0.0
-    if resume:
-        _check_resumable(out, cfg)
-        loaded = load_checkpoint(out, state)
-        if loaded is not None:
-            state, start, history, wall_before = loaded
-            state = jax.tree.map(jnp.asarray, state)
-        elif progress:
-            print(f"nnsghmc: no checkpoint in {out}; starting afresh.", file=sys.stderr)
+    cfg = parse_config(NNSGHMCConfig, config, "meta-train nnsghmc")
     update = make_update(cfg)
-    total = cfg["iterations"]
-    t0 = time.perf_counter()
 
-    def elapsed() -> float:
-        return wall_before + time.perf_counter() - t0
+    def step(state: TrainState, it: int) -> tuple[TrainState, dict[str, float]]:
+        state, metrics = update(state, jnp.asarray(it, jnp.int32))
+        return state, {k: float(v) for k, v in jax.device_get(metrics).items()}
 
-    def checkpoint(iteration: int) -> None:
-        save_checkpoint(
-            out, state, iteration=iteration, history=history, config=cfg, wall_time_s=elapsed()
+    counted = [0, 0]  # records counted, skipped among them
+
+    def describe(history: list[dict[str, Any]]) -> str:
+        n, skipped = counted
+        counted[:] = len(history), skipped + sum(int(r["skipped"]) for r in history[n:])
+        h = history[-1]
+        return (
+            f"loss {h['loss']:.4g} (cross {h['kl_cross']:.3g}, in-chain {h['kl_in_chain']:.3g})"
+            f"  f_Q {h['f_q']:.3g}  skipped {counted[1]}"
         )
 
-    it, skipped_in_a_row = start, 0
-    skipped = sum(int(h.get("skipped", 0)) for h in history)
-    rate_t, rate_it = time.perf_counter(), start
-    previous_handler = _install_sigterm_as_interrupt()
-    try:
-        while it < total:
-            new_state, metrics = update(state, jnp.asarray(it, jnp.int32))
-            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
-            history.append({"iteration": it + 1, **metrics, "time_s": elapsed()})
-            state, it = new_state, it + 1  # (an interrupt before this line drops the record)
-            skipped_in_a_row = skipped_in_a_row + 1 if metrics["skipped"] else 0
-            skipped += int(metrics["skipped"])
-            if skipped_in_a_row >= MAX_SKIPPED:
-                checkpoint(it)
-                raise FloatingPointError(
-                    f"nnsghmc: the chains diverged in {MAX_SKIPPED} iterations in a row (up to "
-                    f"iteration {it}); lower step_size or learning_rate, or set q_bound "
-                    "(checkpoint saved)."
-                )
-            if it % cfg["checkpoint_every"] == 0 or it == total:
-                checkpoint(it)
-            if progress and (it % cfg["log_every"] == 0 or it == total):
-                now = time.perf_counter()
-                rate = (it - rate_it) / max(now - rate_t, 1e-9)  # over the last log interval
-                rate_t, rate_it = now, it
-                eta = (total - it) / rate if rate > 0 else float("inf")
-                print(
-                    f"nnsghmc: iteration {it}/{total}  loss {metrics['loss']:.4g}  "
-                    f"(cross {metrics['kl_cross']:.3g}, in-chain {metrics['kl_in_chain']:.3g})  "
-                    f"f_Q {metrics['f_q']:.3g}  skipped {skipped}  {rate:.2f} it/s  "
-                    f"ETA {eta:,.0f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
-    except KeyboardInterrupt:
-        del history[it:]  # keep the records of finished iterations only
-        checkpoint(it)
-        print(
-            f"\nnnsghmc: interrupted at iteration {it}; checkpoint saved in {out} "
-            "(continue with --resume).",
-            file=sys.stderr,
+    def stop(history: list[dict[str, Any]]) -> str | None:
+        if len(history) < MAX_SKIPPED or not all(h["skipped"] for h in history[-MAX_SKIPPED:]):
+            return None
+        return (
+            f"the chains diverged in {MAX_SKIPPED} iterations in a row (up to iteration "
+            f"{len(history)}); lower step_size or learning_rate, or set q_bound"
         )
-        raise
-    finally:
-        _restore_sigterm(previous_handler)
 
-    meta = jax.device_get(state.meta)
-    path = save_meta_params(out / f"{KERNEL}.npz", meta)
-    hyper = kernel_hyper(cfg, cfg["dim"])
-    (out / f"{KERNEL}-hyper.json").write_text(
+    loop = driver.Loop(
+        state=init_state(cfg),
+        step=step,
+        meta_params=lambda state: state.meta,
+        describe=describe,
+        plot={
+            "series": {
+                "loss": "loss (weighted sum)",
+                "kl_cross": "cross-chain KL(q_t‖π)",
+                "kl_in_chain": "in-chain KL(q̄‖π)",
+            },
+            "ylabel": "moment-matched KL estimate",
+            "title": "NNSGHMC meta-training (Gong et al. 2019, Eq. 10–11)",
+            "log": True,
+        },
+        log_every=cfg.log_every,
+        stop=stop,
+    )
+    result, _ = driver.run(cfg, loop, out_dir, resume=resume, progress=progress)
+    hyper = kernel_hyper(cfg, cfg.dim)
+    (result.out_dir / f"{KERNEL}-hyper.json").write_text(
         json.dumps(
             {
                 "kernel": KERNEL,
-                "trained_on_dim": cfg["dim"],
-                "energy_scale_per_dim": cfg["energy_scale"],
+                "trained_on_dim": cfg.dim,
+                "energy_scale_per_dim": cfg.energy_scale,
                 "note": "use NNSGHMC(energy_scale=energy_scale_per_dim / d) on a d-dim target",
                 **{k: v for k, v in hyper.items() if k not in ("energy_scale", "num_data")},
             },
             indent=1,
         )
     )
-    plot_history(history, out / "loss.png")
-    return TrainingRun(
-        kernel=KERNEL,
-        out_dir=out,
-        meta_params_path=path,
-        history=history,
-        wall_time_s=elapsed(),
-        iterations=it,
-    )
-
-
-def _check_resumable(out: Path, cfg: dict[str, Any]) -> None:
-    path = out / HISTORY
-    if not path.is_file():
-        return
-    saved = json.loads(path.read_text()).get("config", {})
-    keys = (set(saved) | set(cfg)) - RESUMABLE_CHANGES
-    changed = sorted(k for k in keys if saved.get(k) != cfg.get(k))
-    if changed:
-        raise ValueError(
-            f"{WHERE}: cannot resume the run in {out}: keys {changed} differ from its config; "
-            "use a new --out directory or drop --resume."
-        )
-
-
-def _install_sigterm_as_interrupt() -> Any:
-    """Treat SIGTERM like Ctrl-C (checkpoint, then stop); only possible in the main thread."""
-    try:
-        return signal.signal(signal.SIGTERM, signal.default_int_handler)
-    except ValueError:  # not the main thread
-        return None
-
-
-def _restore_sigterm(previous: Any) -> None:
-    if previous is not None:
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, previous)
-
-
-def plot_history(history: list[dict[str, float]], path: str | Path) -> Path:
-    """The loss curve (moment-matched KL estimates per iteration, with a running mean) as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    if history:
-        it = np.array([h["iteration"] for h in history])
-        for key, color, label in (
-            ("loss", "C0", "loss (weighted sum)"),
-            ("kl_cross", "C1", "cross-chain KL(q_t‖π)"),
-            ("kl_in_chain", "C2", "in-chain KL(q̄‖π)"),
-        ):
-            y = np.array([h[key] for h in history])
-            ax.plot(it, y, color=color, alpha=0.25, lw=0.8)
-            w = max(1, len(y) // 25)
-            smooth = np.convolve(y, np.ones(w) / w, mode="valid")
-            ax.plot(it[w - 1 :], smooth, color=color, lw=1.8, label=f"{label}, mean of {w}")
-        ax.set_yscale("log")
-        ax.legend(fontsize=8)
-    ax.set_xlabel("meta-iteration (one Adam update)")
-    ax.set_ylabel("moment-matched KL estimate")
-    ax.set_title("NNSGHMC meta-training (Gong et al. 2019, Eq. 10–11)")
-    ax.grid(alpha=0.3, which="both")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return result

@@ -20,7 +20,9 @@ import optax
 Schedule = Callable[[jax.Array], jax.Array]
 
 
-def as_schedule(value: float | Schedule, name: str = "step_size", *, allow_zero: bool = False) -> Schedule:
+def as_schedule(
+    value: float | Schedule, name: str = "step_size", *, allow_zero: bool = False
+) -> Schedule:
     """A jittable ``step -> value`` for a constant or a schedule; a constant must be > 0
     (≥ 0 with ``allow_zero``), else ``ValueError`` naming ``name``."""
     if callable(value):

@@ -22,7 +22,9 @@ class PositionDiffusionRecipe(Langevin):
 
     def diffusion(self, z, ctx):
         u = jnp.tanh(ctx.energy)
-        return {"theta": Elementwise(jax.tree.map(lambda t: 1.0 + 0.5 * t * t + 0.1 * u, z["theta"]))}
+        return {
+            "theta": Elementwise(jax.tree.map(lambda t: 1.0 + 0.5 * t * t + 0.1 * u, z["theta"]))
+        }
 
 
 class NoGammaRecipe(PositionDiffusionRecipe):

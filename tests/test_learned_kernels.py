@@ -2,9 +2,8 @@
 checker verdicts, reductions to SGHMC, L2E's features, meta-parameter files, and Gaussian moments
 of the exact kernels (exact whatever their meta-parameters: that is the point of the recipe)."""
 
-import warnings
-
 import dataclasses
+import warnings
 
 import jax
 import jax.numpy as jnp

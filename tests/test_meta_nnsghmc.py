@@ -16,7 +16,8 @@ import pytest
 import bdl
 from bdl.cli.main import main
 from bdl.kernels.elementwise_mlp import load_meta_params
-from bdl.kernels.nnsghmc import NNSGHMC, init_nnsghmc_params
+from bdl.kernels.nnsghmc import init_nnsghmc_params, nnsghmc
+from bdl.kernels.recipe import Context
 from bdl.kernels.recipe_kernel import RecipeState
 from bdl.meta import nnsghmc_training as nt
 from bdl.meta.config import load_config, parse_config
@@ -118,9 +119,38 @@ def test_stein_score_has_no_gradient():
 
 
 # ---------------------------------------------------------------------------- the unrolled sampler
-def test_training_step_is_the_kernel_step():
-    """The written-out step used in training equals ``NNSGHMC.step`` (same noise), also with a
-    bounded f_Q and non-trivial networks."""
+def eq7_step(recipe, theta, r, energy, grad, xi, h, temperature):
+    """Gong et al.'s Eq. 7 written out by hand for one chain, with the elementwise derivatives
+    by forward-mode autodiff:
+
+        D = α f_Q² + f_D + c,   Γ_r = ∂f_Q/∂U · ∇Ũ + ∂(α f_Q² + f_D)/∂r,   Γ_θ = −∂f_Q/∂r,
+        r' = r + h[−D r − f_Q ∇Ũ + T Γ_r] + √(2ThD) ξ,      (f_Q, f_D, D, Γ_r at (θ, r))
+        θ' = θ + h[f_Q r' + T Γ_θ],                         (f_Q, Γ_θ at (θ, r'))
+    """
+    ones = jnp.ones_like(r)
+
+    def f_q(rr, e):
+        return recipe.f_q({"theta": theta, "r": rr}, Context(e, grad))
+
+    def f_d(rr):
+        return recipe.f_d({"theta": theta, "r": rr}, Context(energy, grad))
+
+    fq, dfq_dr = jax.jvp(lambda rr: f_q(rr, energy), (r,), (ones,))
+    _, dfq_du = jax.jvp(lambda e: f_q(r, e), (energy,), (jnp.ones_like(energy),))
+    fd, dfd_dr = jax.jvp(f_d, (r,), (ones,))
+    friction = recipe.alpha * fq * fq + fd + recipe.c
+    gamma_r = dfq_du * grad + 2.0 * recipe.alpha * fq * dfq_dr + dfd_dr
+    r_new = r + h * (-(fq * grad + friction * r) + temperature * gamma_r)
+    r_new = r_new + jnp.sqrt(2.0 * temperature * h * friction) * xi
+    fq_new, dfq_dr_new = jax.jvp(lambda rr: f_q(rr, energy), (r_new,), (ones,))
+    theta_new = theta + h * (fq_new * r_new - temperature * dfq_dr_new)
+    return theta_new, r_new
+
+
+def test_trained_kernel_step_is_eq7():
+    """The kernel the trainer differentiates through (the library's NNSGHMC under symplectic
+    Euler) takes Gong et al.'s Eq. 7 step, written out by hand (same noise), also with a bounded
+    f_Q and non-trivial networks."""
     meta = init_nnsghmc_params(5, (8,), final_scale=1.0)
     theta = jnp.array([0.3, -1.2, 2.0, 0.1])
     r = jnp.array([0.5, -0.4, 0.0, 1.1])
@@ -135,12 +165,12 @@ def test_training_step_is_the_kernel_step():
             key, RecipeState({"theta": theta, "r": r}), lambda _: (energy, grad), 0.05, 1.0
         )
         xi = jax.random.normal(key, r.shape)  # the kernel's single draw for the r group
-        th, rr = nt.nnsghmc_step(kernel.recipe(), theta, r, energy, grad, xi, 0.05, 1.0)
+        th, rr = eq7_step(kernel.recipe, theta, r, energy, grad, xi, 0.05, 1.0)
         return state.z["theta"], state.z["r"], th, rr
 
-    kernel = NNSGHMC(  # a bounded f_Q: the unbounded one is the same without the tanh
+    kernel = nnsghmc(  # a bounded f_Q: the unbounded one is the same without the tanh
+        0.05,
         meta_params=meta,
-        step_size=0.05,
         alpha=0.7,
         c=0.2,
         num_data=1.0,

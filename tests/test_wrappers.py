@@ -272,8 +272,8 @@ def test_two_mode_flat_basin_claim_of_fig_2():
     target = load_spec("two_mode").compile()
     run = {"num_steps": 1_000, "burn_in": 999, "num_chains": 16, "seed": 0}
     emcmc = bdl.sample(target, entropy(sgld(5e-3), eta=0.5), **run)
-    sgld = bdl.sample(target, sgld(5e-3), **run)
+    plain = bdl.sample(target, sgld(5e-3), **run)
     flat_emcmc = int(flat_fraction(emcmc)[:, -1].sum())
-    sharp_sgld = int((~flat_fraction(sgld))[:, -1].sum())
+    sharp_sgld = int((~flat_fraction(plain))[:, -1].sum())
     assert stats.binom.sf(12, 16, 0.5) < 0.011
     assert flat_emcmc >= 13 and sharp_sgld >= 13, (flat_emcmc, sharp_sgld)

@@ -65,7 +65,9 @@ class Scalar(Block):
         return jax.tree.map(lambda x: self.value * x, v)
 
     def expand(self, like: PyTree) -> PyTree:
-        return jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(self.value, x.dtype), x.shape), like)
+        return jax.tree.map(
+            lambda x: jnp.broadcast_to(jnp.asarray(self.value, x.dtype), x.shape), like
+        )
 
     def map(self, fn: Any) -> Scalar:
         return Scalar(fn(self.value))
@@ -80,7 +82,9 @@ class PerLeaf(Block):
         return jax.tree.map(lambda m, x: m * x, self.values, v)
 
     def expand(self, like: PyTree) -> PyTree:
-        return jax.tree.map(lambda m, x: jnp.broadcast_to(m, x.shape).astype(x.dtype), self.values, like)
+        return jax.tree.map(
+            lambda m, x: jnp.broadcast_to(m, x.shape).astype(x.dtype), self.values, like
+        )
 
     def map(self, fn: Any) -> PerLeaf:
         return PerLeaf(jax.tree.map(fn, self.values))
@@ -130,9 +134,7 @@ def matvec(block: Block, v: Any, row_like: Any, row: GroupKind, col: GroupKind) 
     return block.value * v
 
 
-def divergence(
-    tangent: Block, row_like: Any, col_like: Any, row: GroupKind, col: GroupKind
-) -> Any:
+def divergence(tangent: Block, row_like: Any, col_like: Any, row: GroupKind, col: GroupKind) -> Any:
     """Σ_j ∂B_{ij}/∂z_j from the tangent of a block under an all-ones tangent on its column group
     (entry i of a block depends on the column group only through coordinate i)."""
     if row == "scalar" and col == "elementwise":

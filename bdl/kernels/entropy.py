@@ -11,7 +11,8 @@ the coupling term pulls θ towards flat basins. The gradient (Eq. 5)
     ∇_θ U_joint = ∇U(θ) + (θ − θ_a)/η,   ∇_{θ_a} U_joint = (θ_a − θ)/η
 
 costs one backward pass of U, as plain SGLD: the wrapper wraps ``energy_and_grad`` and adds the
-coupling analytically. Energies are at full-data scale (docs/design.md, *Energy*); the paper's mean-loss form
+coupling analytically. Energies are at full-data scale (docs/design.md, *Energy*); the paper's
+mean-loss form
 (App. A.1, ‖θ − θ_a‖²/(2ηN) added to the mean loss) is the same joint with the same η.
 
 Variants:

@@ -45,7 +45,8 @@ def advance(
     noise: State,
     at: State | None = None,
 ) -> State:
-    """z with ``rows`` moved by h·drift + noise, both from ``ev`` (evaluated at ``at``, default z)."""
+    """z with ``rows`` moved by h·drift + noise, both from ``ev`` (evaluated at ``at``, by default
+    z)."""
     at = z if at is None else at
     velocity = drift(recipe, ev, at, temperature, rows)
     out = dict(z)

@@ -19,9 +19,9 @@ correct, with the network as a residual around SGHMC:
 where σ_g and σ_r are the per-leaf RMS of the gradient and of the momentum. Zero heads give
 α = 0, β = r: exactly SGHMC (with unit mass), step for step.
 
-The running averages are a history transform (:class:`GradientAverages`), not recipe variables, and the field is neither
-constrained to be a gradient nor a function of z alone: ``bdl check l2e`` reports L2E as
-approximate (the paper's Assumption 3.1 is assumed, not enforced). The recipe the checker reads
+The running averages are a history transform (:class:`GradientAverages`), not recipe variables,
+and the field is neither constrained to be a gradient nor a function of z alone: ``bdl check
+l2e`` reports L2E as approximate (the paper's Assumption 3.1 is assumed, not enforced). The recipe the checker reads
 is SGHMC's D, Q with the learned field at the state's stored gradient and averages.
 """
 

@@ -32,9 +32,7 @@ def sgd_from_langevin(step_size: float, friction: float, n: float) -> tuple[floa
     return step_size * step_size * float(n), 1.0 - friction * step_size
 
 
-def learning_rate_or_step(
-    name: str, step_size: Any, learning_rate: Any, momentum: Any
-) -> Any:
+def learning_rate_or_step(name: str, step_size: Any, learning_rate: Any, momentum: Any) -> Any:
     """``step_size``, or :class:`LearningRate` when (ℓ, β) is given; ``ValueError`` naming the
     argument when both or an invalid pair is given (ℓ > 0, β ∈ [0, 1))."""
     if learning_rate is None:
@@ -42,11 +40,19 @@ def learning_rate_or_step(
             raise ValueError(f"{name}: momentum goes with learning_rate; give both or neither.")
         return step_size
     if step_size is not None:
-        raise ValueError(f"{name}: give either step_size or learning_rate (with momentum), not both.")
-    if isinstance(learning_rate, bool) or not isinstance(learning_rate, int | float) or not learning_rate > 0:
+        raise ValueError(
+            f"{name}: give either step_size or learning_rate (with momentum), not both."
+        )
+    if (
+        isinstance(learning_rate, bool)
+        or not isinstance(learning_rate, int | float)
+        or not learning_rate > 0
+    ):
         raise ValueError(f"{name}: learning_rate must be a number > 0; got {learning_rate!r}.")
     if momentum is None or not 0 <= momentum < 1:
-        raise ValueError(f"{name}: momentum must be in [0, 1) with learning_rate; got {momentum!r}.")
+        raise ValueError(
+            f"{name}: momentum must be in [0, 1) with learning_rate; got {momentum!r}."
+        )
     return LearningRate(float(learning_rate), float(momentum))
 
 
@@ -58,8 +64,10 @@ def check_friction(owner: str, step: Any, friction: Any, learning_rate: Any) -> 
     if learning_rate is not None and friction is not None:
         raise ValueError(f"{owner}: friction is derived from learning_rate and momentum; not both.")
     friction = 1.0 if friction is None else friction
-    if isinstance(friction, bool) or not isinstance(friction, int | float) or not (
-        math.isfinite(friction) and friction > 0
+    if (
+        isinstance(friction, bool)
+        or not isinstance(friction, int | float)
+        or not (math.isfinite(friction) and friction > 0)
     ):
         raise ValueError(f"{owner}: friction must be > 0; got {friction!r}.")
     return float(friction)

@@ -234,6 +234,10 @@ def layerwise_mass(mean_square: PyTree, eps: float = 1e-7) -> PyTree:
 
 
 # -------------------------------------------------------------------------------- factories
+#: the default preconditioner of every kernel: M = I
+IDENTITY = Identity()
+
+
 def identity() -> Identity:
     """M = I."""
     return Identity()

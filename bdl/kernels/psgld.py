@@ -23,7 +23,9 @@ from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
 from bdl.kernels.sgld import Langevin
 
 
-def psgld(step_size: StepSize | None = None, alpha: float = 0.99, eps: float = 1e-5) -> RecipeKernel:
+def psgld(
+    step_size: StepSize | None = None, alpha: float = 0.99, eps: float = 1e-5
+) -> RecipeKernel:
     """SGLD preconditioned by RMSprop (Li et al. 2016).
 
     Args:
@@ -32,6 +34,4 @@ def psgld(step_size: StepSize | None = None, alpha: float = 0.99, eps: float = 1
         alpha: decay α of the squared-gradient average (default 0.99, as Li et al.).
         eps: λ, regulariser of G = 1/(λ + √V) (default 1e-5, as Li et al.).
     """
-    return RecipeKernel(
-        Langevin(), step_size, EulerMaruyama(), rmsprop(alpha, eps), name="psgld"
-    )
+    return RecipeKernel(Langevin(), step_size, EulerMaruyama(), rmsprop(alpha, eps), name="psgld")

@@ -83,7 +83,8 @@ def _check_names(name: str, factory: Callable[..., Kernel], hyper: dict[str, Any
     unknown = sorted(set(hyper) - set(valid))
     if unknown:
         hints = [
-            f"{u!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(u, valid, 1))
+            f"{u!r} (did you mean {close[0]!r}?)"
+            if (close := difflib.get_close_matches(u, valid, 1))
             else repr(u)
             for u in unknown
         ]

@@ -28,10 +28,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from bdl.kernels.blocks import Block, Elementwise, GroupKind, PerLeaf, Scalar
+from bdl.kernels.blocks import Block, Elementwise, GroupKind, Scalar
 from bdl.kernels.integrators import SymplecticEuler
 from bdl.kernels.parameterisation import learning_rate_or_step
-from bdl.kernels.preconditioners import Identity, Preconditioner, check_preconditioner, identity
+from bdl.kernels.preconditioners import IDENTITY, Identity, Preconditioner, check_preconditioner
 from bdl.kernels.recipe import Context, Recipe, State
 from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
 from bdl.utils.trees import tree_normal_like
@@ -62,8 +62,10 @@ class Hamiltonian(Recipe):
         return {"p": self.friction}
 
     def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
-        s = self.mass.map(jax.lax.rsqrt) if not isinstance(self.mass, Scalar) else self.mass.map(
-            lambda m: m**-0.5
+        s = (
+            self.mass.map(jax.lax.rsqrt)
+            if not isinstance(self.mass, Scalar)
+            else self.mass.map(lambda m: m**-0.5)
         )
         return {("theta", "p"): s.map(jnp.negative), ("p", "theta"): s}
 
@@ -113,7 +115,7 @@ def sghmc(
     learning_rate: float | None = None,
     momentum: float | None = None,
     init_momentum: str = "zero",
-    preconditioner: Preconditioner = identity(),
+    preconditioner: Preconditioner = IDENTITY,
     collect_momentum: bool = False,
 ) -> RecipeKernel:
     """SGHMC with step size h and friction γ, or learning rate ℓ and momentum decay β.

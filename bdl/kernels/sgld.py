@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from bdl.kernels.blocks import Block, GroupKind, Scalar
 from bdl.kernels.integrators import EulerMaruyama
-from bdl.kernels.preconditioners import Preconditioner, check_preconditioner, identity
+from bdl.kernels.preconditioners import IDENTITY, Preconditioner, check_preconditioner
 from bdl.kernels.recipe import Context, Recipe, State
 from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
 
@@ -48,7 +48,9 @@ class Langevin(Recipe):
         return Langevin(mass)
 
 
-def sgld(step_size: StepSize | None = None, preconditioner: Preconditioner = identity()) -> RecipeKernel:
+def sgld(
+    step_size: StepSize | None = None, preconditioner: Preconditioner = IDENTITY
+) -> RecipeKernel:
     """SGLD with step size h (a float or a schedule ``t -> h_t``).
 
     Args:

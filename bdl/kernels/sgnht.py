@@ -112,7 +112,9 @@ class ThermostatSplitting(Integrator):
             r_bar = jax.tree.map(lambda a, b: 0.5 * (a + b), z["r"], moved["r"])
         at = {**moved, "r": r_bar}
         moved = advance(recipe, recipe.evaluate(at, ctx), moved, ("xi",), h, temperature, noise, at)
-        return advance(recipe, recipe.evaluate(moved, ctx), moved, ("theta",), h, temperature, noise)
+        return advance(
+            recipe, recipe.evaluate(moved, ctx), moved, ("theta",), h, temperature, noise
+        )
 
 
 def sgnht(
@@ -141,7 +143,9 @@ def sgnht(
             f"sgnht: thermostat_update must be 'midpoint' or 'endpoint'; got {thermostat_update!r}."
         )
     if init_thermostat is not None and not isinstance(init_thermostat, int | float):
-        raise ValueError(f"sgnht: init_thermostat must be a float or None; got {init_thermostat!r}.")
+        raise ValueError(
+            f"sgnht: init_thermostat must be a float or None; got {init_thermostat!r}."
+        )
     recipe = Thermostat(float(diffusion), init_momentum, init_thermostat)
     integrator = ThermostatSplitting(thermostat_update)
     return RecipeKernel(recipe, step_size, integrator, name="sgnht", observe=("thermostat",))

@@ -53,6 +53,8 @@ from bdl.kernels.wrapper import Wrapper
 from bdl.schedules import cosine_cycle
 
 SCHEDULES = ("cosine", "flat")
+#: the paper's preconditioner: layerwise, re-estimated every epoch from K = 32 gradients
+LAYERWISE = layerwise()
 
 
 class WenzelSchedule(Wrapper):
@@ -154,7 +156,7 @@ def wenzel(
     ramp_epochs: int | None = None,
     epoch_length: int | None = None,
     schedule: str = "cosine",
-    preconditioner: Preconditioner = layerwise(),
+    preconditioner: Preconditioner = LAYERWISE,
     init_momentum: str = "sample",
     collect_momentum: bool = False,
     step_size: Any = None,

@@ -49,18 +49,19 @@ import optax
 from bdl.compile.compiled_model import CompiledModel
 from bdl.kernels.base import Kernel
 from bdl.kernels.elementwise_mlp import ElementwiseMLP, MetaParams
-from bdl.kernels.kinetic_l2e import KineticL2E, init_kinetic_l2e_params
-from bdl.kernels.l2e import L2E, init_l2e_params
+from bdl.kernels.kinetic_l2e import init_kinetic_l2e_params, kinetic_l2e
+from bdl.kernels.l2e import init_l2e_params, l2e
 from bdl.meta import driver, es
 from bdl.meta.config import at_least, parse_config, require
 from bdl.meta.driver import TrainingRun
 from bdl.meta.tasks import FAMILIES, HELD_OUT, TRAINING_FAMILIES, Task, TaskDistribution
+from bdl.sampling.chain import run_chain
 
 PyTree = Any
 
-KERNELS: dict[str, tuple[type[Kernel], Callable[..., MetaParams]]] = {
-    "l2e": (L2E, init_l2e_params),
-    "kinetic-l2e": (KineticL2E, init_kinetic_l2e_params),
+KERNELS: dict[str, tuple[Callable[..., Kernel], Callable[..., MetaParams]]] = {
+    "l2e": (l2e, init_l2e_params),
+    "kinetic-l2e": (kinetic_l2e, init_kinetic_l2e_params),
 }
 
 
@@ -141,7 +142,8 @@ def inner_loop_loss(
     thin: int,
 ) -> jax.Array:
     """Kim et al. (2024), Alg. 2: run ``kernel`` on ``model`` from a fresh network
-    initialisation for ``num_steps`` steps (a ``lax.scan``), keep every ``thin``-th state after
+    initialisation for ``num_steps`` steps (:func:`bdl.sampling.chain.run_chain`), keep every
+    ``thin``-th state after
     ``burn_in``, and return the BMA meta-loss (Eq. 7) of the kept states on the model's
     held-out split (``x_test``, ``y_test``)."""
     k_init, k_kernel, k_batch, k_run = jax.random.split(key, 4)
@@ -156,17 +158,14 @@ def inner_loop_loss(
         state, _ = kernel.step(jax.random.fold_in(k_run, t), state, grad_fn, h, temperature)
         return (state, stream), None
 
+    def held_out(carry: Any, _: None, t: jax.Array) -> jax.Array:
+        return model.log_likelihood(kernel.position(carry[0]), model.x_test, model.y_test)
+
     carry = (kernel.init(theta0, k_kernel), model.init_batches(k_batch))
     num_kept = (num_steps - burn_in) // thin
     start = num_steps - num_kept * thin  # the last kept state is the final one
-    carry, _ = jax.lax.scan(step, carry, jnp.arange(start))
-
-    def draw(carry: Any, d: jax.Array) -> tuple[Any, jax.Array]:
-        carry, _ = jax.lax.scan(step, carry, start + d * thin + jnp.arange(thin))
-        theta = kernel.position(carry[0])
-        return carry, model.log_likelihood(theta, model.x_test, model.y_test)
-
-    _, log_lik = jax.lax.scan(draw, carry, jnp.arange(num_kept))
+    carry, _ = run_chain(step, carry, 0, start)
+    _, log_lik = run_chain(step, carry, start, num_kept, thin, held_out)
     return bma_meta_loss(log_lik)
 
 
@@ -184,11 +183,11 @@ class InnerSettings:
 
 def make_kernel(settings: InnerSettings, params: MetaParams, task: TaskHyper) -> Kernel:
     """The learned kernel with meta-parameters ``params`` at the task's step size and friction."""
-    cls, _ = KERNELS[settings.kernel]
-    return cls(
+    factory, _ = KERNELS[settings.kernel]
+    return factory(
+        task.step_size,
+        task.friction,
         meta_params=params,
-        step_size=task.step_size,
-        friction=task.friction,
         init_momentum=settings.init_momentum,
     )
 

@@ -23,7 +23,7 @@ gradient estimator on the samples that define q (:func:`bdl.meta.stein.stein_sco
     mean_k [U(θ_k) + sg(Ĝ_k)·θ_k],    sg = stop_gradient,
 
 whose φ-gradient is the Monte Carlo estimate of ∇_φ KL(q‖π). The θ_k are differentiated through
-the unrolled sampler (``jax.grad`` through ``lax.scan`` over NNSGHMC steps, including the exact
+the unrolled sampler (``jax.grad`` through the library's own NNSGHMC steps, including the exact
 correction Γ and the networks' inputs U, r, ∇Ũ), with **truncated back-propagation**: the chain
 state is passed through ``stop_gradient`` every ``window`` steps (App. D, Fig. 7; F.1: 20 steps),
 so a loss term reaches back at most to the start of its window. Each meta-iteration simulates
@@ -40,7 +40,7 @@ Gaussian with a dense covariance, ``benchmarks/gong_toy.py``) is never trained o
 
 **Input scaling** (App. E). The networks see u = s_U·U(θ)/d, the energy per dimension, so that
 10-D training and 20-D test tasks present the same scale (the paper's D_train/D_test rescaling,
-Eq. 26); use ``NNSGHMC(energy_scale=s_U/d)`` on a d-dimensional target.
+Eq. 26); use ``nnsghmc(energy_scale=s_U/d)`` on a d-dimensional target.
 
 **Epochs and replay** (App. F.1, F.3.1). Chains continue from one meta-iteration to the next for
 ``iterations_per_epoch`` iterations; at the start of each epoch every chain restarts either from a
@@ -84,12 +84,14 @@ import optax
 
 from bdl.data.synthetic_energies import diagonal_gaussian
 from bdl.kernels.elementwise_mlp import ACTIVATIONS, MetaParams
-from bdl.kernels.nnsghmc import NNSGHMC, NNSGHMCRecipe, init_nnsghmc_params
+from bdl.kernels.nnsghmc import init_nnsghmc_params, nnsghmc
 from bdl.kernels.recipe import Context
+from bdl.kernels.recipe_kernel import RecipeKernel, RecipeState
 from bdl.meta import driver
 from bdl.meta.config import at_least, parse_config, require
 from bdl.meta.driver import TrainingRun
 from bdl.meta.stein import stein_score
+from bdl.sampling.chain import run_chain
 
 PyTree = Any
 KERNEL = "nnsghmc"
@@ -263,56 +265,13 @@ def init_state(cfg: NNSGHMCConfig) -> TrainState:
 
 
 # ---------------------------------------------------------------------------- the meta-loss
-def make_kernel(meta: MetaParams, cfg: NNSGHMCConfig) -> NNSGHMC:
+def make_kernel(meta: MetaParams, cfg: NNSGHMCConfig) -> RecipeKernel:
     """The NNSGHMC kernel being trained (its meta-parameters may be tracers)."""
-    return NNSGHMC(meta_params=meta, integrator="symplectic_euler", **kernel_hyper(cfg, cfg.dim))
-
-
-def nnsghmc_step(
-    recipe: NNSGHMCRecipe,
-    theta: jax.Array,
-    r: jax.Array,
-    energy: jax.Array,
-    grad: jax.Array,
-    xi: jax.Array,
-    h: jax.Array,
-    temperature: jax.Array,
-) -> tuple[jax.Array, jax.Array]:
-    """One NNSGHMC step of one chain (θ, r of shape (d,)) given Ũ, ∇Ũ and the noise ξ ~ N(0, I).
-
-    The same update as ``NNSGHMC.step`` with the symplectic-Euler integrator (Eq. 7; checked
-    against it in the tests), written out for this recipe so that the unrolled, differentiated
-    program stays small:
-
-        D = α f_Q² + f_D + c,   Γ_r = ∂f_Q/∂U · ∇Ũ + ∂(α f_Q² + f_D)/∂r,   Γ_θ = −∂f_Q/∂r,
-        r' = r + h[−D r − f_Q ∇Ũ + T Γ_r] + √(2ThD) ξ,      (f_Q, f_D, D, Γ_r at (θ, r))
-        θ' = θ + h[f_Q r' + T Γ_θ],                         (f_Q, Γ_θ at (θ, r'))
-
-    with the elementwise derivatives by forward-mode autodiff (an all-ones tangent on r, as
-    :func:`bdl.kernels.recipe.correction`).
-    """
-    ones = jnp.ones_like(r)
-
-    def f_q(rr: jax.Array, e: jax.Array) -> jax.Array:
-        return recipe.f_q({"theta": theta, "r": rr}, Context(e, grad))
-
-    def f_d(rr: jax.Array) -> jax.Array:
-        return recipe.f_d({"theta": theta, "r": rr}, Context(energy, grad))
-
-    fq, dfq_dr = jax.jvp(lambda rr: f_q(rr, energy), (r,), (ones,))
-    _, dfq_du = jax.jvp(lambda e: f_q(r, e), (energy,), (jnp.ones_like(energy),))
-    fd, dfd_dr = jax.jvp(f_d, (r,), (ones,))
-    friction = recipe.alpha * fq * fq + fd + recipe.c
-    gamma_r = dfq_du * grad + 2.0 * recipe.alpha * fq * dfq_dr + dfd_dr
-    r_new = r + h * (-(fq * grad + friction * r) + temperature * gamma_r)
-    r_new = r_new + jnp.sqrt(2.0 * temperature * h * friction) * xi
-    fq_new, dfq_dr_new = jax.jvp(lambda rr: f_q(rr, energy), (r_new,), (ones,))
-    theta_new = theta + h * (fq_new * r_new - temperature * dfq_dr_new)
-    return theta_new, r_new
+    return nnsghmc(meta_params=meta, **kernel_hyper(cfg, cfg.dim))
 
 
 def unroll(
-    kernel: NNSGHMC,
+    kernel: RecipeKernel,
     theta: jax.Array,
     r: jax.Array,
     mean: jax.Array,
@@ -323,50 +282,47 @@ def unroll(
     num_windows: int,
     grad_noise: float,
     truncate: bool | jax.Array = True,
+    remat: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Run K chains for ``window × num_windows`` steps, differentiably.
+    """Run K chains of ``kernel`` (the library's own step) for ``window × num_windows`` steps,
+    differentiably, with :func:`bdl.sampling.chain.run_chain`.
 
     ``theta``, ``r``, ``mean`` and ``var`` are (K, d): chain k targets N(mean_k, diag(var_k))
     with N(0, grad_noise²·I) added to every gradient. Returns ``(thetas, theta_last, r_last)``
     with ``thetas`` the positions after every step, shape (steps, K, d). With ``truncate`` (a
     bool, possibly traced) the state passes through ``stop_gradient`` at the start of every
     window but the first (truncated back-propagation, App. D): a loss term's gradient reaches
-    back to the start of its window only.
+    back to the start of its window only. ``remat`` recomputes each step in the backward pass
+    (``jax.checkpoint``) instead of storing its intermediates, for long windows or large d.
     """
-    recipe = kernel.recipe()
     h = jnp.asarray(kernel.step_size, theta.dtype)
     temperature = jnp.asarray(1.0, theta.dtype)
-    step = jax.vmap(nnsghmc_step, in_axes=(None, 0, 0, 0, 0, 0, None, None))
+    chain_keys = jax.random.split(key, theta.shape[0])
 
-    def one_step(
-        carry: tuple[jax.Array, jax.Array], noise: tuple[jax.Array, jax.Array]
-    ) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
-        th, rr = carry
-        xi_grad, xi = noise
-        grad = (th - mean) / var
-        energy = 0.5 * jnp.sum((th - mean) * grad, axis=-1)
-        th, rr = step(recipe, th, rr, energy, grad + grad_noise * xi_grad, xi, h, temperature)
-        return (th, rr), th
+    def chain_step(state: RecipeState, m: jax.Array, v: jax.Array, ckey: jax.Array, t: jax.Array):
+        k_grad, k_step = jax.random.split(jax.random.fold_in(ckey, t))
 
-    def one_window(
-        carry: tuple[jax.Array, jax.Array], inputs: tuple[jax.Array, jax.Array]
-    ) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
-        index, key = inputs
+        def energy_and_grad(th: jax.Array) -> tuple[jax.Array, jax.Array]:
+            grad = (th - m) / v
+            noise = grad_noise * jax.random.normal(k_grad, th.shape, th.dtype)
+            return 0.5 * jnp.sum((th - m) * grad), grad + noise
+
+        return kernel.step(k_step, state, energy_and_grad, h, temperature)[0]
+
+    def transition(states: RecipeState, t: jax.Array) -> tuple[RecipeState, None]:
         # truncated back-propagation: no gradient flows into a window from the one before
-        cut = jnp.logical_and(jnp.asarray(truncate), index > 0)
-        carry = jax.tree.map(lambda x: jnp.where(cut, jax.lax.stop_gradient(x), x), carry)
-        k_grad, k_step = jax.random.split(key)
-        noise = (
-            jax.random.normal(k_grad, (window, *theta.shape), theta.dtype),
-            jax.random.normal(k_step, (window, *theta.shape), theta.dtype),
-        )
-        return jax.lax.scan(one_step, carry, noise)
+        cut = jnp.logical_and(jnp.asarray(truncate), (t > 0) & (t % window == 0))
+        states = jax.tree.map(lambda x: jnp.where(cut, jax.lax.stop_gradient(x), x), states)
+        states = jax.vmap(chain_step, in_axes=(0, 0, 0, 0, None))(states, mean, var, chain_keys, t)
+        return states, None
 
-    keys = jax.random.split(key, num_windows)
-    (theta_last, r_last), thetas = jax.lax.scan(
-        one_window, (theta, r), (jnp.arange(num_windows), keys)
+    if remat:
+        transition = jax.checkpoint(transition)
+    start = RecipeState({"theta": theta, "r": r})
+    last, thetas = run_chain(
+        transition, start, 0, window * num_windows, observe=lambda s, _, t: s.z["theta"]
     )
-    return thetas.reshape(window * num_windows, *theta.shape), theta_last, r_last
+    return thetas, last.z["theta"], last.z["r"]
 
 
 def surrogate(
@@ -452,7 +408,7 @@ def meta_loss(
     m_flat, v_flat = mean.reshape(flat), var.reshape(flat)
     grad = (last - m_flat) / v_flat
     energy = 0.5 * jnp.sum((last - m_flat) * grad, axis=-1)
-    recipe = jax.lax.stop_gradient(kernel.recipe())
+    recipe = jax.lax.stop_gradient(kernel.recipe)
 
     def nets(th: jax.Array, rr: jax.Array, e: jax.Array, g: jax.Array) -> jax.Array:
         z, ctx = {"theta": th, "r": rr}, Context(e, g)
@@ -626,7 +582,7 @@ def train(
                 "kernel": KERNEL,
                 "trained_on_dim": cfg.dim,
                 "energy_scale_per_dim": cfg.energy_scale,
-                "note": "use NNSGHMC(energy_scale=energy_scale_per_dim / d) on a d-dim target",
+                "note": "use nnsghmc(energy_scale=energy_scale_per_dim / d) on a d-dim target",
                 **{k: v for k, v in hyper.items() if k not in ("energy_scale", "num_data")},
             },
             indent=1,

@@ -1,6 +1,7 @@
 """Gold-standard references: NumPyro NUTS on the compiled full-data potential U/T, in float64.
 
-A reference is trusted only when its own diagnostics pass (docs/design.md, *Validation against NUTS*):
+A reference is trusted only when its own diagnostics pass (docs/design.md, *Validation against
+NUTS*):
 split rank-normalised R̂ < 1.01 and bulk ESS ≥ 400 on every monitored quantity. For identifiable
 models the monitored quantities are the parameters; for networks they are function-space
 summaries (predictive probabilities or means and per-example log-likelihoods on held-out inputs),

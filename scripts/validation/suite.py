@@ -124,7 +124,8 @@ def _sghmc_family(
     from the whole cycle (exploration 0). Entropy-MCMC couples to its guide with variance η,
     chosen near the smallest posterior variance, and runs at 0.8·h. Wenzel et al.'s kernel takes
     the deep-learning parameterisation ℓ = h²n, β = 1 − C·h (docs/design.md,
-    *The deep-learning parameterisation*), one draw per cycle of ``wenzel_cycle`` epochs of ``epoch`` steps, and a
+    *The deep-learning parameterisation*), one draw per cycle of ``wenzel_cycle`` epochs of
+    ``epoch`` steps, and a
     layerwise mass re-estimated every 1,000 steps (exact between updates).
     """
     mom = {"step_size": h, "friction": friction}

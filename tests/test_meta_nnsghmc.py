@@ -19,6 +19,7 @@ from bdl.kernels.elementwise_mlp import load_meta_params
 from bdl.kernels.nnsghmc import init_nnsghmc_params, nnsghmc
 from bdl.kernels.recipe import Context
 from bdl.kernels.recipe_kernel import RecipeState
+from bdl.meta import nnsghmc_loss
 from bdl.meta import nnsghmc_training as nt
 from bdl.meta.config import load_config, parse_config
 from bdl.meta.stein import median_bandwidth, rbf_kernel, stein_score
@@ -208,8 +209,8 @@ def test_meta_gradient_flows_through_the_unrolled_chain_and_is_truncated():
     @jax.jit
     def sensitivity(t_meta, t_theta0, truncate):
         def run(meta, t0):
-            thetas, _, _ = nt.unroll(
-                nt.make_kernel(meta, cfg),
+            thetas, _, _ = nnsghmc_loss.unroll(
+                nnsghmc_loss.make_kernel(meta, cfg),
                 t0,
                 jnp.zeros_like(t0),
                 mean,

@@ -21,8 +21,9 @@ where σ_g and σ_r are the per-leaf RMS of the gradient and of the momentum. Ze
 
 The running averages are a history transform (:class:`GradientAverages`), not recipe variables,
 and the field is neither constrained to be a gradient nor a function of z alone: ``bdl check
-l2e`` reports L2E as approximate (the paper's Assumption 3.1 is assumed, not enforced). The recipe the checker reads
-is SGHMC's D, Q with the learned field at the state's stored gradient and averages.
+l2e`` reports L2E as approximate (the paper's Assumption 3.1 is assumed, not enforced). The
+recipe the checker reads is SGHMC's D, Q with the learned field at the state's stored gradient
+and averages.
 """
 
 from __future__ import annotations

@@ -37,15 +37,12 @@ def test_every_registered_kernel_has_battery_settings():
     assert not missing, f"add battery settings for {missing} in tests/battery_settings.py"
 
 
-@pytest.mark.parametrize("name", EXACT)
-@pytest.mark.parametrize("temperature", [1.0, 0.5])
-def test_correlated_gaussian(name, temperature):
-    """Mean μ and covariance T·Σ of a correlated Gaussian at T = 1 and T = 0.5."""
-    cfg = SETTINGS[name]["gaussian"]
+def check_correlated_gaussian(kernel, cfg: dict, temperature: float) -> None:
+    """Mean μ and covariance T·Σ of a correlated Gaussian sampled by ``kernel``."""
     target = bdl.compile(gaussian_potential(temperature))
     samples = bdl.sample(
         target,
-        bdl.kernels.get(name, **cfg["hyper"]),
+        kernel,
         num_steps=cfg["steps"],
         burn_in=cfg["steps"] // 10,
         thin=cfg["thin"],
@@ -55,14 +52,12 @@ def test_correlated_gaussian(name, temperature):
     assert_moments(flatten(samples.positions), MEAN, temperature * COV, min_ess=400)
 
 
-@pytest.mark.parametrize("name", EXACT)
-def test_conjugate_regression(name):
+def check_conjugate_regression(kernel, cfg: dict) -> None:
     """The closed-form posterior of Bayesian linear regression under minibatch gradients."""
-    cfg = SETTINGS[name]["conjugate"]
     spec = load_spec("linear_regression")
     samples = bdl.sample(
         spec.compile(),
-        bdl.kernels.get(name, **cfg["hyper"]),
+        kernel,
         num_steps=cfg["steps"],
         burn_in=2_000,
         thin=cfg["thin"],
@@ -71,3 +66,18 @@ def test_conjugate_regression(name):
     )
     draws = np.asarray(samples.positions["net"]["w"], np.float64)
     assert_moments(draws, spec.reference["mean"], spec.reference["cov"], min_ess=400)
+
+
+@pytest.mark.parametrize("name", EXACT)
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_correlated_gaussian(name, temperature):
+    """Mean μ and covariance T·Σ of a correlated Gaussian at T = 1 and T = 0.5."""
+    cfg = SETTINGS[name]["gaussian"]
+    check_correlated_gaussian(bdl.kernels.get(name, **cfg["hyper"]), cfg, temperature)
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_conjugate_regression(name):
+    """The closed-form posterior of Bayesian linear regression under minibatch gradients."""
+    cfg = SETTINGS[name]["conjugate"]
+    check_conjugate_regression(bdl.kernels.get(name, **cfg["hyper"]), cfg)

@@ -227,6 +227,7 @@ def resolve_meta_params(
     meta_params: Any,
     seed: int | None,
     random_init: Callable[[int], MetaParams],
+    expected: dict[str, tuple[int, int]] | None = None,
 ) -> MetaParams:
     """The meta-parameters a learned kernel uses, in order of precedence:
 
@@ -234,7 +235,19 @@ def resolve_meta_params(
     2. ``seed``: random initial meta-parameters ``random_init(seed)``;
     3. the parameters shipped in ``bdl/kernels/meta_params/<kernel_name>.npz``, if present;
     4. ``random_init(DEFAULT_SEED)``.
+
+    With ``expected`` (network name → (inputs, outputs)) the architecture is checked
+    (:func:`check_architecture`).
     """
+    params = _resolve(kernel_name, meta_params, seed, random_init)
+    if expected is not None:
+        check_architecture(kernel_name, params, expected)
+    return params
+
+
+def _resolve(
+    kernel_name: str, meta_params: Any, seed: int | None, random_init: Callable[[int], MetaParams]
+) -> MetaParams:
     if meta_params is not None and seed is not None:
         raise ValueError(f"{kernel_name}: give meta_params or seed, not both.")
     if isinstance(meta_params, str | os.PathLike):

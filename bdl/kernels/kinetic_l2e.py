@@ -29,12 +29,11 @@ from bdl.kernels.blocks import Block, GroupKind, Scalar
 from bdl.kernels.elementwise_mlp import (
     ElementwiseMLP,
     MetaParams,
-    check_architecture,
     init_mlp,
     resolve_meta_params,
 )
 from bdl.kernels.integrators import SymplecticEuler
-from bdl.kernels.parameterisation import check_friction, learning_rate_or_step
+from bdl.kernels.parameterisation import step_and_friction
 from bdl.kernels.recipe import Context, Recipe, State
 from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
 from bdl.kernels.sghmc import check_init_momentum
@@ -125,10 +124,10 @@ def kinetic_l2e(
         learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), C = (1 − β)√(n/ℓ) at bind.
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(f_φ(θ), I)).
     """
-    params = resolve_meta_params("kinetic-l2e", meta_params, seed, init_kinetic_l2e_params)
-    check_architecture("kinetic-l2e", params, NETWORKS)
-    step = learning_rate_or_step("kinetic-l2e", step_size, learning_rate, momentum)
-    friction = check_friction("kinetic-l2e", step, friction, learning_rate)
+    params = resolve_meta_params(
+        "kinetic-l2e", meta_params, seed, init_kinetic_l2e_params, NETWORKS
+    )
+    step, friction = step_and_friction("kinetic-l2e", step_size, friction, learning_rate, momentum)
     check_init_momentum(init_momentum, "kinetic-l2e")
     recipe = KineticL2ERecipe(params["f"], Scalar(friction), init_momentum)
     return RecipeKernel(recipe, step, SymplecticEuler(), name="kinetic-l2e")

@@ -38,13 +38,12 @@ from bdl.kernels.blocks import Block, GroupKind, Scalar
 from bdl.kernels.elementwise_mlp import (
     ElementwiseMLP,
     MetaParams,
-    check_architecture,
     init_mlp,
     resolve_meta_params,
 )
 from bdl.kernels.history import History
 from bdl.kernels.integrators import SymplecticEuler
-from bdl.kernels.parameterisation import check_friction, learning_rate_or_step
+from bdl.kernels.parameterisation import step_and_friction
 from bdl.kernels.recipe import Context, Recipe, State
 from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
 from bdl.kernels.sghmc import check_init_momentum
@@ -199,10 +198,8 @@ def l2e(
         learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), C = (1 − β)√(n/ℓ) at bind.
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(0, I)).
     """
-    params = resolve_meta_params("l2e", meta_params, seed, init_l2e_params)
-    check_architecture("l2e", params, NETWORKS)
-    step = learning_rate_or_step("l2e", step_size, learning_rate, momentum)
-    friction = check_friction("l2e", step, friction, learning_rate)
+    params = resolve_meta_params("l2e", meta_params, seed, init_l2e_params, NETWORKS)
+    step, friction = step_and_friction("l2e", step_size, friction, learning_rate, momentum)
     check_init_momentum(init_momentum, "l2e")
     recipe = L2ERecipe(params["net"], Scalar(friction), init_momentum=init_momentum)
     return RecipeKernel(recipe, step, SymplecticEuler(), GradientAverages(), name="l2e")

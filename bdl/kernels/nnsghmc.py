@@ -41,7 +41,6 @@ import jax.numpy as jnp
 from bdl.kernels.blocks import Block, Elementwise, GroupKind
 from bdl.kernels.elementwise_mlp import (
     MetaParams,
-    check_architecture,
     init_mlp,
     resolve_meta_params,
 )
@@ -182,8 +181,7 @@ def nnsghmc(
             clamps f_Q to [−5, 5] in evaluation).
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(0, I)).
     """
-    params = resolve_meta_params("nnsghmc", meta_params, seed, init_nnsghmc_params)
-    check_architecture("nnsghmc", params, NETWORKS)
+    params = resolve_meta_params("nnsghmc", meta_params, seed, init_nnsghmc_params, NETWORKS)
     step = learning_rate_or_step("nnsghmc", step_size, learning_rate, momentum)
     if step is None:
         raise ValueError("nnsghmc: step_size is required (or learning_rate with momentum).")

@@ -56,9 +56,12 @@ def learning_rate_or_step(name: str, step_size: Any, learning_rate: Any, momentu
     return LearningRate(float(learning_rate), float(momentum))
 
 
-def check_friction(owner: str, step: Any, friction: Any, learning_rate: Any) -> float:
-    """The friction of a kernel with the (h, C) | (ℓ, β) choice: default 1, > 0, and absent
-    when (ℓ, β) is given."""
+def step_and_friction(
+    owner: str, step_size: Any, friction: Any, learning_rate: Any, momentum: Any
+) -> tuple[Any, float]:
+    """(h or :class:`LearningRate`, C) of a friction kernel given (h, C) or (ℓ, β): the friction
+    defaults to 1, must be > 0, and is absent when (ℓ, β) is given (it is derived at bind)."""
+    step = learning_rate_or_step(owner, step_size, learning_rate, momentum)
     if step is None:
         raise ValueError(f"{owner}: step_size is required (or learning_rate with momentum).")
     if learning_rate is not None and friction is not None:
@@ -70,4 +73,4 @@ def check_friction(owner: str, step: Any, friction: Any, learning_rate: Any) -> 
         or not (math.isfinite(friction) and friction > 0)
     ):
         raise ValueError(f"{owner}: friction must be > 0; got {friction!r}.")
-    return float(friction)
+    return step, float(friction)

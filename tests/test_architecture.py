@@ -77,9 +77,9 @@ def test_wrapper_delegates_every_protocol_method():
 
 
 def test_registry_merges_hyper_parameters_over_defaults():
-    kernel = bdl.kernels.get("sghmc", friction=3.0)
-    assert kernel.step_size == bdl.kernels.registry.defaults("sghmc")["step_size"]
-    assert kernel.recipe.friction.value == 3.0
+    kernel = bdl.kernels.get("psgld", alpha=0.9)
+    assert kernel.step_size == bdl.kernels.registry.defaults("psgld")["step_size"]
+    assert (kernel.history.alpha, kernel.history.eps) == (0.9, 1e-5)
     # a learning rate replaces the default step size and friction instead of clashing with them
     by_rate = bdl.kernels.get("sghmc", learning_rate=0.1, momentum=0.9)
     assert isinstance(by_rate.step_size, bdl.kernels.parameterisation.LearningRate)

@@ -167,5 +167,3 @@ def test_bad_hyper_parameters_raise():
         sgnht(1e-2, init_momentum="random")
     with pytest.raises(ValueError, match="thermostat_update"):
         sgnht(1e-2, thermostat_update="half")
-    with pytest.raises(ValueError, match="step_size"):
-        sgnht()

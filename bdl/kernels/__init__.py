@@ -1,5 +1,9 @@
 """Sampling kernels built on the complete recipe, and their registry.
 
+Kernels registered without a default step size (sgld, sghmc, sgnht and the wrappers around them)
+are adapted during burn-in by ``bdl.sample`` when built with no step size
+(:mod:`bdl.sampling.warmup`).
+
 A kernel is a recipe (g, D, Q), an integrator and optionally a history transform
 (:class:`RecipeKernel`), possibly inside wrappers (:class:`Cyclical`, :class:`EntropyMCMC`,
 :class:`WenzelSchedule`). Build one by name with :func:`get` or with its factory function.
@@ -26,20 +30,16 @@ from bdl.kernels.sgnht import sgnht
 from bdl.kernels.wenzel import WenzelSchedule, wenzel
 from bdl.kernels.wrapper import Wrapper
 
-register(
-    "sgld", sgld, "SGLD (Welling & Teh 2011): D = I, Q = 0, Euler–Maruyama", {"step_size": 1e-3}
-)
+register("sgld", sgld, "SGLD (Welling & Teh 2011): D = I, Q = 0, Euler–Maruyama")
 register(
     "sghmc",
     sghmc,
     "SGHMC (Chen et al. 2014): D = diag(0, C), symplectic Euler",
-    {"step_size": 1e-2, "friction": 1.0},
 )
 register(
     "sgnht",
     sgnht,
     "SGNHT (Ding et al. 2014): thermostat ξ, D = diag(0, A, 0), Q_rξ = r/d",
-    {"step_size": 1e-2, "diffusion": 1.0},
 )
 register(
     "cyclical",

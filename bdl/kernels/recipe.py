@@ -82,6 +82,12 @@ class Recipe(eqx.Module):
         """The auxiliary groups of the initial state (none for first-order recipes)."""
         return {}
 
+    def readapted(self, z: State) -> State:
+        """The state to continue from after warm-up adaptation changed this recipe's constants
+        (mass, friction): unchanged unless an auxiliary variable's stationary law depends on
+        them."""
+        return z
+
     def observables(self, z: State) -> dict[str, PyTree]:
         """Named functions of the state a kernel may collect with its draws (e.g. the momentum)."""
         return {}

@@ -47,7 +47,8 @@ class RecipeKernel(Kernel):
         recipe: the (g, D, Q) to discretise (:class:`bdl.kernels.recipe.Recipe`).
         step_size: h, a float > 0 or a schedule ``t -> h_t``; or a
             :class:`bdl.kernels.parameterisation.LearningRate` (ℓ, β), resolved at :meth:`bind`
-            to h = √(ℓ/n) and the recipe's friction γ = (1 − β)√(n/ℓ).
+            to h = √(ℓ/n) and the recipe's friction γ = (1 − β)√(n/ℓ); or ``None``: ``bdl.sample``
+            adapts h (and the mass and friction) during burn-in (:mod:`bdl.sampling.warmup`).
         integrator: the discretisation (default Euler–Maruyama).
         history: a transform of the gradient history that conditions the recipe (default none;
             a preconditioner from :mod:`bdl.kernels.preconditioners`).
@@ -57,7 +58,7 @@ class RecipeKernel(Kernel):
     """
 
     recipe: Recipe
-    step_size: StepSize
+    step_size: StepSize | None
     integrator: Integrator = EulerMaruyama()
     history: History = NoHistory()
     name: str = eqx.field(static=True, default="recipe", kw_only=True)
@@ -69,9 +70,7 @@ class RecipeKernel(Kernel):
                 f"{self.name}: recipe must be a bdl.kernels.recipe.Recipe; "
                 f"got {type(self.recipe).__name__}."
             )
-        if self.step_size is None:
-            raise ValueError(f"{self.name}: step_size is required (a float > 0 or a schedule).")
-        if not isinstance(self.step_size, LearningRate):
+        if self.step_size is not None and not isinstance(self.step_size, LearningRate | jax.Array):
             as_schedule(self.step_size, f"{self.name}: step_size")
         if not isinstance(self.integrator, Integrator):
             raise TypeError(
@@ -120,6 +119,13 @@ class RecipeKernel(Kernel):
 
     # ----------------------------------------------------------------------------- phases
     def step_size_at(self, step: jax.Array) -> jax.Array:
+        if self.step_size is None:
+            raise ValueError(
+                f"{self.name}: no step size: bdl.sample adapts it during burn-in; to step the "
+                "kernel yourself, give step_size."
+            )
+        if isinstance(self.step_size, jax.Array):
+            return self.step_size
         if isinstance(self.step_size, LearningRate):
             raise ValueError(
                 f"{self.name}: the step size is set when the kernel is bound to a target; call "

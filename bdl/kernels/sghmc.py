@@ -121,9 +121,11 @@ def sghmc(
     """SGHMC with step size h and friction γ, or learning rate ℓ and momentum decay β.
 
     Args:
-        step_size: h (float or schedule); or leave ``None`` and give ``learning_rate``.
+        step_size: h (float or schedule); or give ``learning_rate``; or neither: ``bdl.sample``
+            then adapts h, the diagonal mass and γ during burn-in (:mod:`bdl.sampling.warmup`).
         friction: γ > 0, the friction rate (a float or a θ-shaped pytree; C = γM); default 1.
-            With ``learning_rate`` it is derived and must not be given.
+            With ``learning_rate`` it is derived, and without a step size it is adapted: then it
+            must not be given.
         mass: constant diagonal mass M (a float or a θ-shaped pytree).
         learning_rate, momentum: the (ℓ, β) parameterisation, resolved at bind with the
             training-set size n of the target.
@@ -134,8 +136,11 @@ def sghmc(
             kinetic-temperature diagnostics.
     """
     step = learning_rate_or_step("sghmc", step_size, learning_rate, momentum)
-    if step is None:
-        raise ValueError("sghmc: step_size is required (or learning_rate with momentum).")
+    if step is None and friction is not None:
+        raise ValueError(
+            "sghmc: friction is adapted with the step size when step_size is not given; give "
+            "step_size too, or neither."
+        )
     if learning_rate is not None and friction is not None:
         raise ValueError(
             "sghmc: friction is derived from learning_rate and momentum; do not give both."

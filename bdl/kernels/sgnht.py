@@ -34,6 +34,7 @@ that long, or start near a mode.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import equinox as eqx
@@ -52,11 +53,16 @@ THERMOSTAT_UPDATES = ("midpoint", "endpoint")
 
 
 class Thermostat(Recipe):
-    """g = ½ rᵀr + (d/2)(ξ − A)², Q as in the module docstring, D = diag(0, A·I, 0)."""
+    """g = ½ rᵀr + (d/2)(ξ − A)², Q as in the module docstring, D = diag(0, A·I, 0).
+
+    With a diagonal mass M (set by warm-up adaptation) r is the canonical momentum M^{−1/2}·r and
+    Q_θr = −M^{−1/2} = −Q_rθᵀ, as SGHMC's recipe (:mod:`bdl.kernels.sghmc`).
+    """
 
     diffusion_constant: float = 1.0
     init_momentum: str = eqx.field(static=True, default="zero")
     init_thermostat: float | None = None
+    mass: Block = Scalar(1.0)
 
     @property
     def groups(self) -> dict[str, GroupKind]:
@@ -73,9 +79,10 @@ class Thermostat(Recipe):
     def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
         d = tree_size(z["r"])
         column = Elementwise(jax.tree.map(lambda r: r / d, z["r"]))
+        s = self.mass.map(lambda m: m**-0.5)
         return {
-            ("theta", "r"): Scalar(-1.0),
-            ("r", "theta"): Scalar(1.0),
+            ("theta", "r"): s.map(jnp.negative),
+            ("r", "theta"): s,
             ("r", "xi"): column,
             ("xi", "r"): column.map(jnp.negative),
         }
@@ -92,6 +99,19 @@ class Thermostat(Recipe):
     def observables(self, z: State) -> dict[str, PyTree]:
         """``thermostat`` ξ (its average tracks A plus the gradient-noise friction)."""
         return {"thermostat": z["xi"]}
+
+    def readapted(self, z: State) -> State:
+        """ξ restarts at its new stationary mean A: a thermostat left at an old, larger A would
+        make hξ ≥ 2 at a new, larger h, and r ← (1 − hξ)r would blow up."""
+        return {**z, "xi": jnp.asarray(self.diffusion_constant, jnp.result_type(z["xi"]))}
+
+    def with_mass(self, mass: Block) -> Thermostat:
+        return dataclasses.replace(self, mass=mass)
+
+    def with_friction(self, friction: Any) -> Thermostat:
+        """A, the diffusion constant: the thermostat's stationary mean, the friction it settles
+        to without gradient noise."""
+        return dataclasses.replace(self, diffusion_constant=friction)
 
 
 class ThermostatSplitting(Integrator):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import warnings
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -21,6 +21,8 @@ import numpy as np
 
 from bdl.compile.target import Target
 from bdl.kernels.base import Info, Kernel
+from bdl.kernels.recipe_kernel import RecipeKernel
+from bdl.sampling import warmup
 from bdl.sampling.chain import run_chain
 from bdl.sampling.progress import Progress
 from bdl.sampling.samples import Samples
@@ -100,17 +102,25 @@ def sample(
         )
     num_draws = check_run(num_steps, burn_in, thin, num_chains)
     kernel = kernel.bind(target)
+    adapting = warmup.needs_adaptation(kernel)
+    check_schedules(target, kernel, num_steps, adapting)
+    schedule = warmup.windows(burn_in) if adapting else []
     progress = sys.stderr.isatty() if progress is None else progress
 
-    positions, carry, chain_keys = _setup(target, kernel, jax.random.key(seed), num_chains, init)
-    states = carry[0]
+    key = jax.random.key(seed)
+    key_adapt = jax.random.fold_in(key, 1)  # warm-up's own stream: the rest as without it
+    _, chains, chain_keys = _setup(target, kernel, key, num_chains, init)
+    if adapting:
+        chains = _start_adaptation(target, kernel, chains, jax.random.fold_in(key_adapt, 0))
 
     draw_bytes = (
         4
         * num_chains
         * sum(
             int(np.size(x))
-            for x in jax.tree.leaves(jax.eval_shape(jax.vmap(kernel.collect), states))
+            for x in jax.tree.leaves(
+                jax.eval_shape(jax.vmap(warmup.apply(kernel, ()).collect), chains.states)
+            )
         )
     )
     # the buffer length is static: a power of two, so runs of similar length share a compilation
@@ -122,16 +132,28 @@ def sample(
     t = 0
     interrupted = False
     try:
+        for i, window in enumerate(schedule):
+            end = t + window.length
+            while t < end:
+                n = min(end - t, chunk * thin)
+                chains, _ = _run_chunk(
+                    target, kernel, chains, chain_keys, *_ints(t, 1, n), chunk, True
+                )
+                jax.block_until_ready(chains)
+                t += n
+                meter.update(t)
+            k_adapt = jax.random.fold_in(key_adapt, i + 1)
+            chains = _adapt(target, kernel, chains, k_adapt, window.slow, *_ints(t))
         while t < burn_in:
             n = min(burn_in - t, chunk * thin)
-            carry, _ = _run_chunk(target, kernel, carry, chain_keys, *_ints(t, 1, n), chunk)
-            jax.block_until_ready(carry)
+            chains, _ = _run_chunk(target, kernel, chains, chain_keys, *_ints(t, 1, n), chunk)
+            jax.block_until_ready(chains)
             t += n
             meter.update(t)
         done = 0
         while done < num_draws:
             n = min(num_draws - done, chunk)
-            carry, out = _run_chunk(target, kernel, carry, chain_keys, *_ints(t, n, thin), chunk)
+            chains, out = _run_chunk(target, kernel, chains, chain_keys, *_ints(t, n, thin), chunk)
             out = jax.device_get(out)
             collected.append(jax.tree.map(lambda a, n=n: a[:n], out))
             t += n * thin
@@ -145,7 +167,72 @@ def sample(
         )
     finally:
         meter.close(t)
-    return _assemble(collected, kernel, t, interrupted, positions, states)
+    return _assemble(collected, kernel, t, interrupted, chains)
+
+
+_SCHEDULE_POINTS = 200_001  # steps at which long runs check their schedules
+
+
+def check_schedules(target: Target, kernel: Kernel, num_steps: int, adapting: bool) -> None:
+    """Raise ``ValueError`` naming the first step at which the temperature is not a finite
+    T ≥ 0 or the step size not a finite h > 0 (every step, or 200,001 evenly spaced ones)."""
+    if _constant_schedules(target, kernel):
+        return  # validated when the kernel and the model were built
+    if num_steps <= _SCHEDULE_POINTS:
+        steps = np.arange(num_steps)
+    else:
+        steps = np.unique(np.linspace(0, num_steps - 1, _SCHEDULE_POINTS).astype(np.int64))
+    h, temperature = (np.asarray(a) for a in _schedules(target, kernel, steps, adapting))
+    for name, values, ok in (
+        ("temperature", temperature, np.isfinite(temperature) & (temperature >= 0)),
+        ("step size", h, np.isfinite(h) & (h > 0)),
+    ):
+        if not ok.all():
+            i = int(np.argmin(ok))
+            raise ValueError(
+                f"the {name} schedule gives {values[i]:.4g} at step {steps[i]}: it must be finite "
+                f"and {'>= 0' if name == 'temperature' else '> 0'} at every step of the run."
+            )
+
+
+def _constant_schedules(target: Target, kernel: Kernel) -> bool:
+    """A constant temperature and a recipe kernel with a constant (or adapted) step size."""
+    if target.constant_temperature() is None or not isinstance(kernel, RecipeKernel):
+        return False
+    return kernel.step_size is None or isinstance(kernel.step_size, int | float)
+
+
+@eqx.filter_jit
+def _schedules(
+    target: Target, kernel: Kernel, steps: jax.Array, adapting: bool
+) -> tuple[jax.Array, jax.Array]:
+    def at(t: jax.Array) -> tuple[jax.Array, jax.Array]:
+        temperature = jnp.asarray(target.temperature(t), jnp.float32)
+        if adapting:
+            return jnp.ones(()), temperature
+        h, temperature = kernel.hyper(t, temperature)
+        return jnp.asarray(h, jnp.float32), jnp.asarray(temperature, jnp.float32)
+
+    return jax.vmap(at)(jnp.asarray(steps, jnp.int32))
+
+
+class Status(NamedTuple):
+    """Per chain: whether it diverged, and at which step (−1: never)."""
+
+    diverged: jax.Array
+    step: jax.Array
+
+
+class Chains(NamedTuple):
+    """Everything the loop carries per chain (leading chain axis): kernel states, minibatch
+    streams, divergence status, adapted (h, γ, M) (``()`` when not adapting) and the warm-up
+    window's running statistics (``()`` outside warm-up)."""
+
+    states: Any
+    streams: Any
+    status: Status
+    params: Any = ()
+    stats: Any = ()
 
 
 @eqx.filter_jit
@@ -155,7 +242,8 @@ def _setup(target: Target, kernel: Kernel, key: jax.Array, num_chains: int, init
     positions = target.init_positions(k_init, num_chains, init)
     states = jax.vmap(kernel.init)(positions, jax.random.split(k_kernel, num_chains))
     streams = jax.vmap(target.init_batches)(jax.random.split(k_batch, num_chains))
-    return positions, (states, streams), jax.random.split(k_run, num_chains)
+    status = Status(jnp.zeros((num_chains,), bool), jnp.full((num_chains,), -1, jnp.int32))
+    return positions, Chains(states, streams, status), jax.random.split(k_run, num_chains)
 
 
 def _ints(*values: int) -> tuple[jax.Array, ...]:
@@ -163,68 +251,155 @@ def _ints(*values: int) -> tuple[jax.Array, ...]:
     return tuple(jnp.asarray(v, jnp.int32) for v in values)
 
 
+def _finite(tree: Any) -> jax.Array:
+    """Whether every floating leaf of ``tree`` is finite (one fused reduction per leaf)."""
+    leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    return jnp.all(jnp.stack([jnp.isfinite(jnp.sum(x)) for x in leaves])) if leaves else True
+
+
 @eqx.filter_jit
 def _run_chunk(
     target: Target,
     kernel: Kernel,
-    carry: Any,
+    chains: Chains,
     chain_keys: jax.Array,
     t0: jax.Array,
     num_draws: jax.Array,
     steps_per_draw: jax.Array,
     buffer_size: int,
-) -> tuple[Any, Any]:
+    adapting: bool = False,
+) -> tuple[Chains, Any]:
     """Run ``num_draws × steps_per_draw`` steps from step ``t0``, recording each draw's state.
 
     ``t0``, ``num_draws`` and ``steps_per_draw`` are traced, so burn-in and sampling chunks of
-    any length share one compilation; ``buffer_size`` fixes the output shape.
+    any length share one compilation; ``buffer_size`` fixes the output shape. A step whose
+    energy, gradient or new state is not finite marks its chain diverged; the chain's state is
+    then frozen. While ``adapting`` (a warm-up window) such a step is rejected and the chain's
+    step size halved instead, h and T are the adapted step and the target's temperature (no
+    schedule), and θ is accumulated into the window's statistics.
     """
 
-    def one_step(carry: Any, t: jax.Array) -> tuple[Any, Info]:
-        states, streams = carry
+    def per_chain(c: Chains, ckey: jax.Array, t: jax.Array) -> tuple[Chains, Info]:
+        k = warmup.apply(kernel, c.params)
+        temperature = target.temperature(t)
+        h, temperature = (c.params.step_size, temperature) if adapting else k.hyper(t, temperature)
+        batch, stream = target.next_batch(c.streams, t)
+        grad_fn = partial(target.stochastic_energy_and_grad, batch=batch)
+        state, info = k.step(jax.random.fold_in(ckey, t), c.states, grad_fn, h, temperature)
+        ok = jnp.isfinite(info.energy) & jnp.isfinite(info.grad_norm) & _finite(state)
+        move = ok & ~c.status.diverged
+        state = jax.tree.map(lambda new, old: jnp.where(move, new, old), state, c.states)
+        params, stats, status = c.params, c.stats, c.status
+        if adapting:
+            params = warmup.back_off(params, ok)
+            stats = jax.tree.map(
+                lambda new, old: jnp.where(move, new, old),
+                warmup.accumulate(stats, state.z["theta"]),
+                stats,
+            )
+            failed = params.backoff < 2.0**-40  # nothing is finite at any step size
+        else:
+            failed = ~ok
+        first = failed & ~status.diverged
+        status = Status(status.diverged | failed, jnp.where(first, t, status.step))
+        return Chains(state, stream, status, params, stats), info
 
-        def per_chain(state: Any, stream: Any, ckey: jax.Array) -> tuple[Any, Any, Info]:
-            batch, stream = target.next_batch(stream, t)
-            h, temperature = kernel.hyper(t, target.temperature(t))
-            grad_fn = partial(target.stochastic_energy_and_grad, batch=batch)
-            state, info = kernel.step(jax.random.fold_in(ckey, t), state, grad_fn, h, temperature)
-            return state, stream, info
+    def one_step(chains: Chains, t: jax.Array) -> tuple[Chains, Info]:
+        return jax.vmap(per_chain, in_axes=(0, 0, None))(chains, chain_keys, t)
 
-        states, streams, info = jax.vmap(per_chain)(states, streams, chain_keys)
-        return (states, streams), info
+    def observe(chains: Chains, info: Info, t: jax.Array) -> Any:
+        k = warmup.apply(kernel, ())
+        return jax.vmap(k.collect)(chains.states), info, k.is_sample(t), t
 
-    def observe(carry: Any, info: Info, t: jax.Array) -> Any:
-        return jax.vmap(kernel.collect)(carry[0]), info, kernel.is_sample(t), t
+    return run_chain(one_step, chains, t0, num_draws, steps_per_draw, observe, buffer_size)
 
-    return run_chain(one_step, carry, t0, num_draws, steps_per_draw, observe, buffer_size)
+
+def _recipe_grad(target: Target, kernel: Kernel, key: jax.Array) -> Any:
+    """∇ of the minibatch energy over the recipe's θ group, on a fresh random minibatch."""
+    batch, _ = target.next_batch(target.init_batches(key), jnp.zeros((), jnp.int32))
+    energy = kernel.augment_energy(lambda theta: target.stochastic_energy_and_grad(theta, batch)[0])
+    return jax.grad(energy)
+
+
+@eqx.filter_jit
+def _start_adaptation(target: Target, kernel: Kernel, chains: Chains, key: jax.Array) -> Chains:
+    """Initial (h, γ) from the curvature at each chain's start, M = I, empty statistics."""
+    second = warmup.momentum_kernel(kernel)
+    mass_adapted = warmup.adapts_mass(kernel)
+
+    def one(state: Any, ckey: jax.Array) -> tuple[Any, warmup.AdaptParams, warmup.Welford]:
+        theta = state.z["theta"]
+        k_batch, k_power = jax.random.split(ckey)
+        mass = jax.tree.map(jnp.ones_like, theta) if mass_adapted else None
+        grad_fn = _recipe_grad(target, kernel, k_batch)
+        curvature = warmup.largest_curvature(grad_fn, theta, mass, k_power)
+        floor = warmup.friction_floor(kernel, theta, target.temperature(jnp.zeros((), jnp.int32)))
+        params = warmup.params_at(curvature, mass, second, jnp.ones_like(curvature), floor)
+        recipe = warmup.innermost(warmup.apply(kernel, params)).recipe
+        state = state._replace(z=recipe.readapted(state.z))
+        return state, params, warmup.empty_stats(theta)
+
+    keys = jax.random.split(key, chains.status.step.shape[0])
+    states, params, stats = jax.vmap(one)(chains.states, keys)
+    return chains._replace(states=states, params=params, stats=stats)
+
+
+@eqx.filter_jit
+def _adapt(
+    target: Target, kernel: Kernel, chains: Chains, key: jax.Array, slow: bool, t: jax.Array
+) -> Chains:
+    """End of a warm-up window: a new mass (slow windows), then (h, γ) from the curvature."""
+    second = warmup.momentum_kernel(kernel)
+
+    def one(state: Any, params: Any, stats: Any, ckey: jax.Array) -> tuple[Any, Any, Any]:
+        theta = state.z["theta"]
+        mass = params.mass
+        if slow and mass is not None:
+            mass = warmup.window_mass(stats)
+        k_batch, k_power = jax.random.split(ckey)
+        grad_fn = _recipe_grad(target, kernel, k_batch)
+        curvature = warmup.largest_curvature(grad_fn, theta, mass, k_power)
+        backoff = jnp.minimum(1.0, 2.0 * params.backoff)
+        floor = warmup.friction_floor(kernel, theta, target.temperature(t))
+        params = warmup.params_at(curvature, mass, second, backoff, floor)
+        recipe = warmup.innermost(warmup.apply(kernel, params)).recipe
+        state = state._replace(z=recipe.readapted(state.z))
+        return state, params, warmup.empty_stats(theta)
+
+    keys = jax.random.split(key, chains.status.step.shape[0])
+    states, params, stats = jax.vmap(one)(chains.states, chains.params, chains.stats, keys)
+    return chains._replace(states=states, params=params, stats=stats)
 
 
 def _assemble(
-    collected: list,
-    kernel: Kernel,
-    steps_done: int,
-    interrupted: bool,
-    positions: Any,
-    states: Any,
+    collected: list, kernel: Kernel, steps_done: int, interrupted: bool, chains: Chains
 ) -> Samples:
+    collect = jax.vmap(warmup.apply(kernel, ()).collect)
     if collected:
         records, infos, mask, steps = (
             jax.tree.map(lambda *a: np.concatenate(a, axis=0), *parts)
             for parts in zip(*collected, strict=True)
         )
+        info = infos._asdict()
     else:
-        shape = jax.eval_shape(jax.vmap(kernel.collect), states)
+        shape = jax.eval_shape(collect, chains.states)
         records = jax.tree.map(lambda s: np.zeros((0, *s.shape), s.dtype), shape)
-        infos, mask, steps = {}, np.zeros((0,), bool), np.zeros((0,), np.int64)
+        info = {k: np.zeros((0, chains.status.step.shape[0]), np.float32) for k in Info._fields}
+        mask, steps = np.zeros((0,), bool), np.zeros((0,), np.int64)
     keep = np.asarray(mask, bool)
     # buffers are (draw, chain, ...); Samples are (chain, draw, ...)
     records = jax.tree.map(lambda a: np.swapaxes(np.asarray(a)[keep], 0, 1), records)
-    info = (
-        {}
-        if not collected
-        else {k: np.swapaxes(np.asarray(v)[keep], 0, 1) for k, v in infos._asdict().items()}
-    )
+    info = {k: np.swapaxes(np.asarray(v)[keep], 0, 1) for k, v in info.items()}
     extra = {k: v for k, v in records.items() if k != "position"}
+    status = jax.device_get(chains.status)
+    adapted = None
+    if isinstance(chains.params, warmup.AdaptParams):
+        params = jax.device_get(chains.params)
+        adapted = {"step_size": np.asarray(params.step_size)}
+        if warmup.momentum_kernel(kernel):
+            adapted["friction"] = np.asarray(params.friction)
+        if params.mass is not None:
+            adapted["mass"] = jax.tree.map(np.asarray, params.mass)
     return Samples(
         positions=records["position"],
         extra=extra,
@@ -233,4 +408,7 @@ def _assemble(
         kernel=kernel.name,
         steps_done=steps_done,
         interrupted=interrupted,
+        diverged=np.asarray(status.diverged, bool),
+        divergence_step=np.asarray(status.step, np.int64),
+        adapted=adapted,
     )

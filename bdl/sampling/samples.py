@@ -27,6 +27,11 @@ class Samples:
             ``(num_steps − burn_in) mod thin`` otherwise: trailing steps that could not end a
             draw are not run.
         interrupted: the run was stopped early (Ctrl-C); the draws up to then are kept.
+        diverged: per chain, whether a step gave a non-finite energy, gradient or state; the
+            chain was then frozen (its later draws repeat its last finite state).
+        divergence_step: per chain, the step at which it diverged (−1: never).
+        adapted: the values warm-up adaptation chose per chain (``step_size``, ``friction``,
+            ``mass``), or ``None`` when the kernel had its own step size.
     """
 
     positions: PyTree
@@ -36,6 +41,15 @@ class Samples:
     kernel: str
     steps_done: int
     interrupted: bool = False
+    diverged: np.ndarray | None = None
+    divergence_step: np.ndarray | None = None
+    adapted: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.diverged is None:
+            object.__setattr__(self, "diverged", np.zeros(self.num_chains, bool))
+        if self.divergence_step is None:
+            object.__setattr__(self, "divergence_step", np.full(self.num_chains, -1, np.int64))
 
     @property
     def num_chains(self) -> int:
@@ -45,9 +59,35 @@ class Samples:
     def num_draws(self) -> int:
         return int(jax.tree.leaves(self.positions)[0].shape[1])
 
-    def flat(self, what: str = "position") -> PyTree:
-        """Draws with chains and draws merged into one leading sample axis."""
+    @property
+    def valid(self) -> np.ndarray:
+        """(chains, draws): whether a draw was taken before its chain diverged."""
+        stop = np.where(self.diverged, self.divergence_step, np.iinfo(np.int64).max)
+        return np.asarray(self.steps)[None, :] < stop[:, None]
+
+    @property
+    def healthy_chains(self) -> np.ndarray:
+        """Indices of the chains that never diverged."""
+        return np.flatnonzero(~np.asarray(self.diverged))
+
+    def divergence_report(self) -> str:
+        """One line naming the diverged chains and their steps ('' when none diverged)."""
+        bad = np.flatnonzero(self.diverged)
+        if bad.size == 0:
+            return ""
+        where = ", ".join(f"chain {c} at step {int(self.divergence_step[c])}" for c in bad)
+        return (
+            f"{bad.size} of {self.num_chains} chains diverged ({where}): a non-finite energy, "
+            "gradient or state; their draws up to then are kept, later ones excluded."
+        )
+
+    def flat(self, what: str = "position", *, healthy: bool = False) -> PyTree:
+        """Draws with chains and draws merged into one leading sample axis (``healthy``: only the
+        chains that never diverged)."""
         tree = self.positions if what == "position" else self.extra[what]
+        if healthy:
+            keep = self.healthy_chains
+            tree = jax.tree.map(lambda a: a[keep], tree)
         return jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), tree)
 
     def to_arviz(self) -> Any:
@@ -61,12 +101,15 @@ class Samples:
             for path, leaf in zip(leaf_paths(tree), jax.tree.leaves(tree), strict=True):
                 posterior[f"{name}/{path}"] = leaf
         stats = {k: np.asarray(v) for k, v in self.info.items()}
+        stats["diverging"] = ~self.valid
         return az.from_dict(
             posterior={k: np.asarray(v) for k, v in posterior.items()}, sample_stats=stats
         )
 
     def __repr__(self) -> str:
         state = ", interrupted" if self.interrupted else ""
+        if np.any(self.diverged):
+            state += f", diverged={np.flatnonzero(self.diverged).tolist()}"
         return (
             f"Samples(kernel={self.kernel!r}, chains={self.num_chains}, "
             f"draws={self.num_draws}, steps_done={self.steps_done}{state})"

@@ -1,0 +1,238 @@
+"""Warm-up adaptation: step size, diagonal mass and friction learned during burn-in, then frozen.
+
+A kernel built without a step size (``bdl.kernels.get("sghmc")``) is adapted by ``bdl.sample``
+during its burn-in, per chain, in windows like Stan's warm-up (Carpenter et al. 2017): a fast
+window (15 % of burn-in) adapts the step size only; slow windows of doubling length each end
+with a new diagonal mass from the variance of θ over the window; a final fast window (10 %)
+re-adapts the step size to the last mass. At the end of every window:
+
+* **mass** (slow windows; kernels whose recipe takes a mass and whose preconditioner is the
+  identity): M⁻¹ = the window's variance of θ per coordinate, regularised towards 10⁻³ as Stan
+  does, (w/(w + 5))·Var + 10⁻³·5/(w + 5) for w steps;
+* **step size**: from λ_max, the largest eigenvalue of the preconditioned Hessian M^{−1/2}HM^{−1/2}
+  of the minibatch energy at the chain's state (power iteration on Hessian-vector products,
+  :func:`largest_curvature`), against the integrator's stability limit: h = 0.1/λ_max for
+  first-order kernels (Euler–Maruyama is stable for hλ < 2; the relative variance bias along the
+  stiffest direction is hλ/2 = 5 %), h = 0.25/√λ_max for momentum kernels (symplectic Euler is
+  stable for hω < 2, ω = √λ; the position-variance bias is (hω)²/4 ≈ 1.6 %);
+* **friction** (momentum kernels): γ = 0.1/h, a momentum decay of 0.9 per step as in deep-learning
+  SGD, which leaves the slow directions (ω ≪ ω_max) overdamped but the stiff ones well mixed.
+
+A step that gives a non-finite energy, gradient or state during warm-up is rejected and that
+chain's step size halved (a start far from the posterior can be much stiffer than its
+curvature at the start suggested). After burn-in the values are frozen: the sampling phase runs
+the kernel with constant (h, M, γ) per chain, a constant recipe, so the checker's verdict on
+that frozen kernel (:func:`adapted_kernel`) is the kernel's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from bdl.kernels.base import Kernel
+from bdl.kernels.blocks import Elementwise
+from bdl.kernels.history import NoHistory
+from bdl.kernels.preconditioners import Identity
+from bdl.kernels.recipe_kernel import RecipeKernel
+from bdl.kernels.wrapper import Wrapper
+
+PyTree = Any
+
+#: h·λ_max for first-order kernels, h·√λ_max for momentum kernels, h·γ for the friction
+FIRST_ORDER_STEP = 0.1
+SECOND_ORDER_STEP = 0.25
+MOMENTUM_DECAY = 0.1
+#: power-iteration steps per curvature estimate
+POWER_ITERATIONS = 20
+#: fewest burn-in steps that can adapt (Stan's smallest complete schedule is 150)
+MIN_BURN_IN = 150
+
+
+class AdaptParams(NamedTuple):
+    """Per-chain adapted values: step size h, friction γ (momentum kernels), mass M (a θ-shaped
+    pytree, or ``None`` when the mass is not adapted), and the back-off factor ≤ 1 by which h was
+    cut after non-finite steps (halved per failure, doubled back at every window end)."""
+
+    step_size: jax.Array
+    friction: jax.Array
+    mass: PyTree
+    backoff: jax.Array
+
+
+class Welford(NamedTuple):
+    """Running mean and sum of squared deviations of θ over a window."""
+
+    count: jax.Array
+    mean: PyTree
+    m2: PyTree
+
+
+class Window(NamedTuple):
+    """A warm-up window: its length in steps and whether it ends with a new mass."""
+
+    length: int
+    slow: bool
+
+
+def innermost(kernel: Kernel) -> RecipeKernel:
+    """The recipe kernel inside any wrappers."""
+    while isinstance(kernel, Wrapper):
+        kernel = kernel.inner
+    if not isinstance(kernel, RecipeKernel):
+        raise TypeError(f"{kernel.name} is not built on a recipe kernel.")
+    return kernel
+
+
+def needs_adaptation(kernel: Kernel) -> bool:
+    """Whether the kernel was built without a step size (then ``bdl.sample`` adapts it)."""
+    try:
+        return innermost(kernel).step_size is None
+    except TypeError:
+        return False
+
+
+def momentum_kernel(kernel: Kernel) -> bool:
+    return len(innermost(kernel).recipe.groups) > 1
+
+
+def adapts_mass(kernel: Kernel) -> bool:
+    inner = innermost(kernel)
+    return isinstance(inner.history, Identity | NoHistory) and _takes_mass(inner)
+
+
+def _takes_mass(kernel: RecipeKernel) -> bool:
+    try:
+        kernel.recipe.with_mass(Elementwise(()))
+    except TypeError:
+        return False
+    return True
+
+
+def apply(kernel: Kernel, params: AdaptParams | tuple) -> Kernel:
+    """``kernel`` with the innermost recipe kernel set to the adapted (h, γ, M)."""
+    if not isinstance(params, AdaptParams):
+        return kernel
+    if isinstance(kernel, Wrapper):
+        return dataclasses.replace(kernel, inner=apply(kernel.inner, params))
+    recipe = kernel.recipe
+    if params.mass is not None:
+        recipe = recipe.with_mass(Elementwise(params.mass))
+    if len(recipe.groups) > 1:
+        recipe = recipe.with_friction(params.friction)
+    return dataclasses.replace(kernel, recipe=recipe, step_size=params.step_size)
+
+
+def windows(burn_in: int) -> list[Window]:
+    """Stan's warm-up schedule scaled to ``burn_in`` steps: a fast window of 15 %, slow windows
+    doubling from 5 % (the last one absorbing the remainder), and a final fast window of 10 %."""
+    if burn_in < MIN_BURN_IN:
+        raise ValueError(
+            f"burn_in={burn_in} is too short to adapt the step size and mass (at least "
+            f"{MIN_BURN_IN} steps); lengthen burn_in or give the kernel a step_size."
+        )
+    first, last = math.ceil(0.15 * burn_in), math.ceil(0.1 * burn_in)
+    middle = burn_in - first - last
+    slow, size = [], max(1, math.ceil(0.05 * burn_in))
+    while middle - sum(slow) >= 3 * size:
+        slow.append(size)
+        size *= 2
+    slow.append(middle - sum(slow))
+    return [Window(first, False), *(Window(s, True) for s in slow), Window(last, False)]
+
+
+def empty_stats(position: PyTree) -> Welford:
+    zeros = jax.tree.map(jnp.zeros_like, position)
+    return Welford(jnp.zeros((), jnp.int32), zeros, zeros)
+
+
+def accumulate(stats: Welford, x: PyTree) -> Welford:
+    """Welford's update with one more θ."""
+    count = stats.count + 1
+    delta = jax.tree.map(jnp.subtract, x, stats.mean)
+    mean = jax.tree.map(lambda m, d: m + d / count, stats.mean, delta)
+    m2 = jax.tree.map(lambda s, d, a, m: s + d * (a - m), stats.m2, delta, x, mean)
+    return Welford(count, mean, m2)
+
+
+def window_mass(stats: Welford) -> PyTree:
+    """M = 1/Var, the variance regularised towards 10⁻³ over the window (Stan's rule)."""
+    w = stats.count.astype(jnp.float32)
+    var = jax.tree.map(lambda m2: m2 / jnp.maximum(w - 1.0, 1.0), stats.m2)
+    shrink = w / (w + 5.0)
+    return jax.tree.map(lambda v: 1.0 / (shrink * v + 1e-3 * (1.0 - shrink)), var)
+
+
+def largest_curvature(
+    grad_fn: Callable[[PyTree], PyTree], theta: PyTree, mass: PyTree | None, key: jax.Array
+) -> jax.Array:
+    """λ_max of M^{−1/2} H M^{−1/2} by power iteration on Hessian-vector products of
+    ``grad_fn`` at θ (|λ| of the dominant eigenvalue: at a saddle the energy is not convex)."""
+    scale = jax.tree.map(jax.lax.rsqrt, mass) if mass is not None else None
+
+    def precondition(v: PyTree) -> PyTree:
+        return v if scale is None else jax.tree.map(jnp.multiply, scale, v)
+
+    def hvp(v: PyTree) -> PyTree:
+        return precondition(jax.jvp(grad_fn, (theta,), (precondition(v),))[1])
+
+    def normalised(v: PyTree) -> PyTree:
+        norm = jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree.leaves(v)))
+        return jax.tree.map(lambda x: x / jnp.maximum(norm, 1e-30), v)
+
+    leaves, treedef = jax.tree.flatten(theta)
+    keys = jax.random.split(key, len(leaves))
+    v0 = normalised(
+        treedef.unflatten(
+            [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves, strict=True)]
+        )
+    )
+    v = jax.lax.fori_loop(0, POWER_ITERATIONS, lambda _, v: normalised(hvp(v)), v0)
+    hv = hvp(v)
+    return jnp.abs(
+        sum(jnp.sum(a * b) for a, b in zip(jax.tree.leaves(v), jax.tree.leaves(hv), strict=True))
+    )
+
+
+def step_from_curvature(curvature: jax.Array, second_order: bool) -> jax.Array:
+    """The step size at the stability margins of the module docstring."""
+    lam = jnp.maximum(curvature, 1e-30)
+    return SECOND_ORDER_STEP / jnp.sqrt(lam) if second_order else FIRST_ORDER_STEP / lam
+
+
+def params_at(
+    curvature: jax.Array,
+    mass: PyTree | None,
+    second_order: bool,
+    backoff: jax.Array,
+    friction_floor: Any = 0.0,
+) -> AdaptParams:
+    """(h, γ) from the curvature, h cut by the back-off factor, γ at least ``friction_floor``."""
+    h = step_from_curvature(curvature, second_order) * backoff
+    return AdaptParams(h, jnp.maximum(MOMENTUM_DECAY / h, friction_floor), mass, backoff)
+
+
+def friction_floor(kernel: Kernel, position: PyTree, temperature: Any) -> Any:
+    """3·√(T/d) for thermostat kernels: the thermostat ξ fluctuates around its mean A with sd
+    √(T/d), and a negative ξ heats the momentum; with A ≥ 3 sd it rarely does (small d only)."""
+    groups = innermost(kernel).recipe.groups
+    if "scalar" not in groups.values():
+        return 0.0
+    d = sum(int(x.size) for x in jax.tree.leaves(position))
+    return 3.0 * jnp.sqrt(jnp.asarray(temperature) / d)
+
+
+def back_off(params: AdaptParams, ok: jax.Array) -> AdaptParams:
+    """Halve h (and keep h·γ) after a non-finite step."""
+    shrink = jnp.where(ok, 1.0, 0.5)
+    return AdaptParams(
+        params.step_size * shrink,
+        jnp.maximum(params.friction, MOMENTUM_DECAY / (params.step_size * shrink)),
+        params.mass,
+        params.backoff * shrink,
+    )

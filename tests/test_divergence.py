@@ -1,0 +1,90 @@
+"""Divergence is detected, stops the chain, keeps its earlier draws and is reported; the other
+chains go on. Schedules that leave the legal range are rejected before any compilation."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bdl
+from bdl.model_files import load_spec
+
+
+def quartic():
+    """U(θ) = θ⁴/4: from θ = 100, SGLD at h = 0.01 overflows within a few steps."""
+    return bdl.compile(
+        bdl.Potential(lambda t: -0.25 * jnp.sum(t["x"] ** 4), init={"x": jnp.zeros(2)})
+    )
+
+
+def test_one_diverging_chain_is_frozen_and_the_others_go_on():
+    init = {"x": jnp.array([[100.0, 100.0], [0.1, 0.0], [0.0, -0.1], [0.2, 0.2]])}
+    s = bdl.sample(
+        quartic(), bdl.kernels.sgld(0.01), num_steps=2_000, thin=10, num_chains=4, init=init
+    )
+    assert s.diverged.tolist() == [True, False, False, False]
+    assert 0 <= s.divergence_step[0] < 10 and (s.divergence_step[1:] == -1).all()
+    assert np.all(np.isfinite(s.positions["x"]))  # no NaN reaches a draw
+    assert not s.valid[0].any() and s.valid[1:].all()
+    assert "diverged=[0]" in repr(s) and "chain 0 at step" in s.divergence_report()
+    healthy = s.flat(healthy=True)["x"]
+    assert healthy.shape == (3 * s.num_draws, 2)
+    assert 0.5 < float(np.std(healthy)) < 1.0  # the healthy chains sample θ⁴/4 (sd ≈ 0.68)
+    stats = s.to_arviz().sample_stats
+    assert bool(stats["diverging"][0].all()) and not bool(stats["diverging"][1:].any())
+
+
+def test_huge_step_size_diverges_every_chain_and_keeps_earlier_draws():
+    spec = load_spec("linear_regression")
+    s = bdl.sample(
+        spec.compile(), bdl.kernels.sgld(10.0), num_steps=300, thin=1, num_chains=3, seed=1
+    )
+    assert s.diverged.all()
+    assert np.all(np.isfinite(s.positions["net"]["w"]))
+    for chain, step in enumerate(s.divergence_step):
+        assert s.valid[chain].sum() == step  # draws of steps 0 … step − 1 are kept
+
+
+def test_network_returning_nan_for_some_inputs_is_detected():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 2)).astype(np.float32)
+    y = (x @ np.array([1.0, -1.0])).astype(np.float32)
+    x[7, 0] = 10.0  # one input on which the network returns NaN
+
+    def network(params, xs):
+        out = xs @ params["w"]
+        return jnp.where(xs[:, 0] > 5.0, jnp.nan, out)
+
+    model = bdl.Model(
+        network=network, params={"w": jnp.zeros(2)}, likelihood=bdl.Gaussian(0.5), name="nan"
+    )
+    s = bdl.sample(
+        bdl.compile(model, (x, y), batch_size=8),
+        bdl.kernels.sghmc(1e-3, 1.0),
+        num_steps=200,
+        num_chains=2,
+    )
+    assert s.diverged.all()
+    assert (s.divergence_step < 8).all()  # the bad example is in one of the first 8 minibatches
+    assert np.all(np.isfinite(s.positions["net"]["w"]))
+
+
+@pytest.mark.parametrize(
+    ("kernel", "word"),
+    [
+        (bdl.kernels.sgld(lambda t: 0.01 - 1e-4 * t), "step size"),
+        (bdl.kernels.sgld(lambda t: jnp.where(t > 50, jnp.nan, 0.01)), "step size"),
+    ],
+)
+def test_step_size_schedule_leaving_its_range_is_rejected_before_sampling(kernel, word):
+    with pytest.raises(ValueError, match=rf"{word}.*step (10[01]|51)"):
+        bdl.sample(quartic(), kernel, num_steps=1_000)
+
+
+def test_temperature_schedule_going_negative_is_rejected():
+    model = bdl.Potential(
+        lambda t: -0.5 * jnp.sum(t["x"] ** 2),
+        init={"x": jnp.zeros(2)},
+        temperature=lambda t: 1.0 - 1e-3 * t,
+    )
+    with pytest.raises(ValueError, match=r"temperature.*step 100[01]"):
+        bdl.sample(bdl.compile(model), bdl.kernels.sgld(0.01), num_steps=2_000)

@@ -52,11 +52,17 @@ def check_correlated_gaussian(kernel, cfg: dict, temperature: float) -> None:
     assert_moments(flatten(samples.positions), MEAN, temperature * COV, min_ess=400)
 
 
-def check_conjugate_regression(kernel, cfg: dict) -> None:
-    """The closed-form posterior of Bayesian linear regression under minibatch gradients."""
+def check_conjugate_regression(kernel, cfg: dict, batch_size: int | None = None) -> None:
+    """The closed-form posterior of Bayesian linear regression under minibatch gradients (of
+    the model file's batch size, or ``batch_size``)."""
     spec = load_spec("linear_regression")
+    target = (
+        spec.compile()
+        if batch_size is None
+        else bdl.compile(spec.model, spec.data, batch_size=batch_size)
+    )
     samples = bdl.sample(
-        spec.compile(),
+        target,
         kernel,
         num_steps=cfg["steps"],
         burn_in=2_000,

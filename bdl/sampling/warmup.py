@@ -236,3 +236,16 @@ def back_off(params: AdaptParams, ok: jax.Array) -> AdaptParams:
         params.mass,
         params.backoff * shrink,
     )
+
+
+def frozen(kernel: Kernel, adapted: dict[str, Any], chain: int = 0) -> Kernel:
+    """The constant kernel chain ``chain`` ran after burn-in: ``kernel`` (as built, without a
+    step size) with ``samples.adapted``'s values, to reuse them or check them."""
+    mass = adapted.get("mass")
+    params = AdaptParams(
+        jnp.asarray(adapted["step_size"][chain]),
+        jnp.asarray(adapted.get("friction", adapted["step_size"])[chain]),
+        None if mass is None else jax.tree.map(lambda m: jnp.asarray(m[chain]), mass),
+        jnp.ones(()),
+    )
+    return apply(kernel, params)

@@ -52,7 +52,7 @@ import bdl
 from bdl.data.synthetic_energies import correlated_gaussian
 from bdl.diagnostics import effective_sample_size
 from bdl.meta.config import load_config, parse_config
-from bdl.meta.nnsghmc_training import NNSGHMCConfig, kernel_hyper
+from bdl.meta.nnsghmc_config import NNSGHMCConfig, kernel_hyper
 
 DIM = 20
 CHAINS = 50

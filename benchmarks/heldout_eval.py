@@ -173,7 +173,7 @@ def summarise(name: str, probs: jax.Array, labels: jax.Array, seconds: float) ->
         kept = probs[np.flatnonzero(finite)]
         true_class = jnp.take_along_axis(kept, labels[None, None, :, None], axis=-1)[..., 0]
         log_p = jnp.log(jnp.clip(true_class, 1e-12))  # (chains, draws, n)
-        ess = ess_bulk(log_p)
+        ess = ess_bulk(np.asarray(log_p))  # ArviZ, on the host
         out["ess_median"] = float(np.median(ess))
     return out
 

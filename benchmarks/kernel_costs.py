@@ -14,8 +14,9 @@ steps of
     finite, ``seed=0`` meta-parameters for the learned kernels), bound to the compiled model and
     stepped exactly as ``step_overhead.py`` steps SGHMC (its scans are imported from it): same
     on-device minibatch gathering and gradient, ``Info`` left to dead-code elimination;
-  * NNSGHMC with its correction Γ replaced by zeros (the same D(z), Q(z) and networks), so that
-    the cost of exact Γ is isolated from the cost of the learned D and Q.
+  * NNSGHMC with its correction Γ replaced by zeros (the same D(z), Q(z) and networks; its
+    recipe's ``evaluate`` drops Γ), so that the cost of exact Γ is isolated from the cost of the
+    learned D and Q.
 
 All scans are timed in interleaved rounds (one call of each per round) so background load hits
 them alike; a time is the median over ``--repeats`` rounds, a ratio the median of the per-round
@@ -52,10 +53,14 @@ from _common import digits_mlp, environment, load_average, loop_body_stats, time
 from step_overhead import finite, make_scans, median_ratio
 
 import bdl
-from bdl.kernels import registry
+from bdl.kernels.blocks import Block, Scalar
+from bdl.kernels.history import NoHistory
 from bdl.kernels.l2e import EMA_DECAYS, learned_field, update_emas
-from bdl.kernels.nnsghmc import NNSGHMC, NNSGHMCRecipe
-from bdl.kernels.recipe import Context
+from bdl.kernels.nnsghmc import NNSGHMCRecipe
+from bdl.kernels.parameterisation import LearningRate
+from bdl.kernels.preconditioners import Identity
+from bdl.kernels.recipe import Context, Evaluation
+from bdl.kernels.recipe_kernel import RecipeKernel
 from bdl.utils.trees import tree_normal_like
 
 REFERENCE = "sghmc"
@@ -87,36 +92,62 @@ HAND_DESIGNED_TARGET = (SUM, 1.05)
 
 # ---------------------------------------------------------------------------- kernels
 class _NoGammaRecipe(NNSGHMCRecipe):
-    """NNSGHMC's recipe with Γ = 0 (not a valid sampler: only to price Γ)."""
+    """NNSGHMC's recipe with Γ dropped (not a valid sampler: only to price Γ); the same D(z),
+    Q(z), networks and ∇H."""
 
-    def gamma(self, z: dict[str, Any], ctx: Any) -> dict[str, Any]:
-        return {g: jax.tree.map(jnp.zeros_like, z[g]) for g in self.groups}
-
-
-class _NoGammaNNSGHMC(NNSGHMC):
-    def recipe(self) -> _NoGammaRecipe:
-        r = super().recipe()
-        return _NoGammaRecipe(**{f.name: getattr(r, f.name) for f in dataclasses.fields(r)})
+    def evaluate(self, z: dict[str, Any], ctx: Context) -> Evaluation:
+        return super().evaluate(z, ctx)._replace(gamma={})
 
 
 def build_kernel(name: str) -> Any:
-    """``bdl.kernels.get(name, ...)`` with the benchmark's hyper-parameters."""
-    hyper = {**registry.defaults(name), **OVERRIDES.get(name, {})}
+    """``bdl.kernels.get(name, ...)``: the benchmark's hyper-parameters over the registry
+    defaults."""
+    hyper = dict(OVERRIDES.get(name, {}))
     if name in LEARNED:
         hyper["seed"] = 0
     return bdl.kernels.get(name, **hyper)
 
 
-def without_gamma(kernel: NNSGHMC) -> _NoGammaNNSGHMC:
-    return _NoGammaNNSGHMC(**{f.name: getattr(kernel, f.name) for f in dataclasses.fields(kernel)})
+def without_gamma(kernel: RecipeKernel) -> RecipeKernel:
+    """The same kernel (step size, integrator, meta-parameters) with :class:`_NoGammaRecipe`."""
+    recipe = kernel.recipe
+    fields = {f.name: getattr(recipe, f.name) for f in dataclasses.fields(recipe)}
+    return dataclasses.replace(kernel, recipe=_NoGammaRecipe(**fields))
+
+
+#: fields of kernels, wrappers and recipes that matter for the cost, shown in the header
+COST_FIELDS = ("step_size", "friction", "mass", "eta", "cycle_length", "exploration",
+               "diffusion_constant", "alpha", "beta0", "c")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, Scalar):
+        return repr(value.value)
+    if isinstance(value, Block):
+        return type(value).__name__
+    return repr(value)
+
+
+def _cost_fields(obj: Any) -> list[str]:
+    return [f"{f.name}={_show(getattr(obj, f.name))}" for f in dataclasses.fields(obj)
+            if f.name in COST_FIELDS]
 
 
 def describe(name: str, kernel: Any) -> str:
-    """The hyper-parameters that matter for the cost, for the header."""
+    """The hyper-parameters that matter for the cost, for the header: a kernel's recipe,
+    integrator and history transform with their settings, and a wrapper's around its inner
+    kernel."""
+    if isinstance(kernel, RecipeKernel):
+        pieces = [type(kernel.recipe).__name__, type(kernel.integrator).__name__]
+        if not isinstance(kernel.history, NoHistory | Identity):
+            pieces.append(type(kernel.history).__name__)
+        recipe = _cost_fields(kernel.recipe)
+        if isinstance(kernel.step_size, LearningRate):  # the friction is derived at bind
+            recipe = [f for f in recipe if not f.startswith("friction=")]
+        parts = [" + ".join(pieces), *_cost_fields(kernel), *recipe]
+    else:
+        parts = _cost_fields(kernel)
     inner = getattr(kernel, "inner", None)
-    parts = [f"{f.name}={getattr(kernel, f.name)!r}" for f in dataclasses.fields(kernel)
-             if f.name in ("step_size", "friction", "learning_rate", "momentum", "eta",
-                           "cycle_length", "diffusion", "alpha", "c")]
     if inner is not None:
         parts.append(f"inner={describe(inner.name, inner)}")
     if name in LEARNED or name == NO_GAMMA:
@@ -161,23 +192,23 @@ def make_part_scans(compiled: Any, kernels: dict[str, Any], steps: int) -> dict[
         pieces["l2e: EMAs + field (α, β)"] = l2e_field
         pieces[f"l2e: MLP {'-'.join(map(str, net.sizes))} alone"] = l2e_mlp
     if "kinetic-l2e" in kernels:
-        rec_k = kernels["kinetic-l2e"].recipe()
+        rec_k = kernels["kinetic-l2e"].recipe
         pieces["kinetic-l2e: ∇g (autodiff)"] = lambda th, r: _tree_sum(
             *rec_k.kinetic_grad({"theta": th, "r": r}).values())
     if "nnsghmc" in kernels:
-        rec_n = kernels["nnsghmc"].bind(compiled).recipe()
+        rec_n = kernels["nnsghmc"].bind(compiled).recipe
 
         def nn_blocks(th: Any, r: Any) -> Any:
             z, ctx = {"theta": th, "r": r}, Context(energy, grad_at(th))
-            friction, curl = rec_n.diffusion(z, ctx)[("r", "r")], rec_n.curl(z, ctx)
-            return _tree_sum(friction, curl[("r", "theta")])
+            friction, curl = rec_n.diffusion(z, ctx)["r"], rec_n.curl(z, ctx)
+            return _tree_sum(friction.expand(th), curl[("r", "theta")].expand(th))
 
         def nn_gamma(th: Any, r: Any) -> Any:
             z, ctx = {"theta": th, "r": r}, Context(energy, grad_at(th))
-            return _tree_sum(*rec_n.gamma(z, ctx).values())
+            return _tree_sum(*rec_n.evaluate(z, ctx).gamma.values())
 
         pieces["nnsghmc: D, Q (f_Q, f_D)"] = nn_blocks
-        pieces["nnsghmc: Γ (3 JVPs)"] = nn_gamma
+        pieces["nnsghmc: Γ (3 tangents)"] = nn_gamma
 
     def scan(piece: Any) -> Any:
         def body(carry: tuple[Any, Any], t: jax.Array) -> tuple[tuple[Any, Any], None]:

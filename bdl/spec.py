@@ -28,6 +28,8 @@ class ModelSpec:
         num_steps, burn_in, thin: default run lengths.
         description: one line for listings.
         reference: optional exact posterior summary (e.g. the conjugate closed form).
+        init: the chains' start (``bdl.sample``'s ``init``: ``"auto"``, ``"network"``,
+            ``"prior"``, ``"map"``, ``"fixed"`` or a position).
     """
 
     model: Model | Potential
@@ -39,6 +41,7 @@ class ModelSpec:
     thin: int = 10
     description: str = ""
     reference: dict[str, Any] | None = None
+    init: Any = "auto"
 
     def compile(self) -> Target:
         return compile_model(self.model, self.data, batch_size=self.batch_size)

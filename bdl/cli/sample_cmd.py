@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +28,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--thin", type=int, default=None, help="keep every THIN-th step")
     p.add_argument("--chains", type=int, default=4, help="chains run in parallel (vmap)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--init",
+        default=None,
+        help="start: auto, network, prior, map or fixed (default: the model file's, else auto)",
+    )
+    p.add_argument(
+        "--tuned",
+        action="store_true",
+        help="use the model file's validated hyper-parameters for the kernel instead of "
+        "adapting step size, mass and friction during burn-in",
+    )
     p.add_argument("--out", type=Path, default=None, help="save draws (.npz, or .nc for ArviZ)")
     p.add_argument(
         "--hyper",
@@ -45,7 +57,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.model, **parse_options(args.option, "--option"))
-    hyper = parse_options(args.hyper, "--hyper") or spec.kernel_hyper(args.kernel)
+    hyper = parse_options(args.hyper, "--hyper")
+    if args.tuned:
+        hyper = {**spec.kernel_hyper(args.kernel), **hyper}
     kernel = registry.get(args.kernel, **hyper)
     target = spec.compile()
     steps = args.steps or spec.num_steps
@@ -64,23 +78,44 @@ def run(args: argparse.Namespace) -> int:
         thin=thin,
         num_chains=args.chains,
         seed=args.seed,
+        init=spec.init if args.init is None else args.init,
         progress=True,
     )
     print(f"{samples} in {time.perf_counter() - start:.1f} s")
-    summarise(target, samples)
+    if samples.adapted is not None:
+        print("adapted (per chain): " + adapted_line(samples.adapted))
+    if samples.healthy_chains.size:
+        summarise(target, samples)
     if args.out is not None:
         save(samples, args.out)
         print(f"draws written to {args.out}")
+    if np.any(samples.diverged):
+        print(f"bdl sample: warning: {samples.divergence_report()}", file=sys.stderr)
+        return 3
     return 1 if samples.interrupted else 0
+
+
+def adapted_line(adapted: dict) -> str:
+    """The adapted step sizes and frictions, and the mass's range, on one line."""
+    parts = [
+        f"{k} " + " ".join(f"{v:.3g}" for v in np.asarray(adapted[k]))
+        for k in ("step_size", "friction")
+        if k in adapted
+    ]
+    if "mass" in adapted:
+        m = np.concatenate([np.ravel(x) for x in jax.tree.leaves(adapted["mass"])])
+        parts.append(f"mass from {m.min():.3g} to {m.max():.3g}")
+    return "; ".join(parts)
 
 
 def summarise(target: object, samples: Samples) -> None:
     """Posterior summary of the first parameters, and test metrics for data models."""
     import numpyro.diagnostics as diag
 
-    names = leaf_paths(samples.positions)
+    positions = jax.tree.map(lambda a: a[samples.healthy_chains], samples.positions)
+    names = leaf_paths(positions)
     rows = []
-    for name, leaf in zip(names, jax.tree.leaves(samples.positions), strict=True):
+    for name, leaf in zip(names, jax.tree.leaves(positions), strict=True):
         flat = np.asarray(leaf).reshape(leaf.shape[0], leaf.shape[1], -1)
         for j in range(min(flat.shape[2], max(0, 8 - len(rows)))):
             x = flat[:, :, j]
@@ -92,7 +127,7 @@ def summarise(target: object, samples: Samples) -> None:
     for label, m, s, e, r in rows:
         print(f"{label[:27]:<28}{m:>10.4f}{s:>10.4f}{e:>9.0f}{r:>8.3f}")
     if isinstance(target, CompiledModel) and target.x_test is not None:
-        metrics = test_metrics(target, samples.flat())
+        metrics = test_metrics(target, samples.flat(healthy=True))
         print("test " + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
 
 

@@ -24,6 +24,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--thin", type=int, default=None)
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--init", default=None, help="start: auto, network, prior, map or fixed")
+    p.add_argument(
+        "--tuned", action="store_true", help="use the model file's validated hyper-parameters"
+    )
     p.add_argument("--nuts-warmup", type=int, default=1_000)
     p.add_argument("--nuts-samples", type=int, default=1_000)
     p.add_argument(
@@ -37,7 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.model, **parse_options(args.option, "--option"))
-    hyper = parse_options(args.hyper, "--hyper") or spec.kernel_hyper(args.kernel)
+    hyper = parse_options(args.hyper, "--hyper")
+    if args.tuned:
+        hyper = {**spec.kernel_hyper(args.kernel), **hyper}
     kernel = registry.get(args.kernel, **hyper)
     target = spec.compile()
     plot = args.plot or Path("bdl-output") / f"validate_{target.name}_{args.kernel}.png"
@@ -50,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
             thin=args.thin or spec.thin,
             num_chains=args.chains,
             seed=args.seed,
+            init=spec.init if args.init is None else args.init,
             nuts={"num_warmup": args.nuts_warmup, "num_samples": args.nuts_samples},
             plot=plot,
             progress=True,

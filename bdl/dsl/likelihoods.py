@@ -75,13 +75,39 @@ def _check_scale_prior(name: str, prior: dist.Distribution) -> dist.Distribution
         raise TypeError(
             f"{name}(scale_prior=...) must be a numpyro distribution; got {type(prior).__name__}."
         )
-    if prior.support is not constraints.positive:
+    if not positive_support(prior.support) or prior.shape() != ():
         raise ValueError(
-            f"{name}(scale_prior=...) must have positive support (e.g. "
-            f"dist.HalfNormal(1.0), dist.LogNormal(0, 1)); got {type(prior).__name__} "
-            f"with support {prior.support}."
+            f"{name}(scale_prior=...) must be a scalar distribution on a subset of (0, ∞) (e.g. "
+            f"dist.HalfNormal(1.0), dist.Uniform(0, 100), dist.TruncatedNormal(1, 1, low=0)); "
+            f"got {type(prior).__name__} with support {prior.support}."
         )
     return prior
+
+
+def positive_support(support: constraints.Constraint) -> bool:
+    """Whether a support lies in (0, ∞), judged by its bounds rather than its identity: positive,
+    an interval or half-line with a lower bound ≥ 0 (an improper or independent wrapper of one)."""
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    lower = getattr(support, "lower_bound", None)
+    try:
+        return lower is not None and float(np.min(lower)) >= 0
+    except (TypeError, ValueError):
+        return False
+
+
+def scale_init(prior: dist.Distribution) -> float:
+    """A starting value for a learned scale inside the prior's support: 1 when it lies there,
+    else the middle of a bounded support or its lower bound + 1."""
+    support = prior.support
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    lower = float(np.min(getattr(support, "lower_bound", 0.0)))
+    upper = getattr(support, "upper_bound", None)
+    upper = float("inf") if upper is None else float(np.max(upper))
+    if lower < 1.0 < upper:
+        return 1.0
+    return 0.5 * (lower + upper) if np.isfinite(upper) else lower + 1.0
 
 
 def _check_batch(output_shape: tuple[int, ...], y: np.ndarray) -> None:
@@ -190,7 +216,7 @@ class Gaussian(Likelihood):
 
     @property
     def param_init(self) -> dict[str, float]:
-        return {} if self.scale is not None else {"scale": 1.0}
+        return {} if self.scale is not None else {"scale": scale_init(self.scale_prior)}
 
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
         scale = self.scale if self.scale is not None else params["scale"]
@@ -227,7 +253,7 @@ class StudentT(Likelihood):
 
     @property
     def param_init(self) -> dict[str, float]:
-        return {} if self.scale is not None else {"scale": 1.0}
+        return {} if self.scale is not None else {"scale": scale_init(self.scale_prior)}
 
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
         scale = self.scale if self.scale is not None else params["scale"]

@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jax
+
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
@@ -57,6 +59,7 @@ def validate(
     thin: int = 1,
     num_chains: int = 4,
     seed: int = 0,
+    init: Any = "auto",
     reference: Reference | None = None,
     nuts: dict[str, Any] | None = None,
     plot: str | Path | None = None,
@@ -67,6 +70,10 @@ def validate(
     Args:
         nuts: keyword arguments for :func:`bdl.validation.nuts_reference` (num_warmup, …).
         plot: where to save the figure (``None``: no figure).
+        init: the kernel's start (as :func:`bdl.sample`).
+
+    Chains that diverged are left out of every comparison, and a row "diverged chains" fails
+    the validation: a kernel that diverges on the model did not sample it.
     """
     start = time.perf_counter()
     if reference is None:
@@ -81,14 +88,27 @@ def validate(
         thin=thin,
         num_chains=num_chains,
         seed=seed,
+        init=init,
         progress=progress,
     )
     t_kernel = time.perf_counter() - start
-    if reference.space == "function":
-        assert isinstance(target, CompiledModel)
-        rows = compare_functions(target, samples.positions, reference.positions)
+    healthy = samples.healthy_chains
+    diverged = Row(
+        "diverged chains (left out)",
+        float(samples.num_chains - healthy.size),
+        None,
+        "= 0",
+        healthy.size == samples.num_chains,
+    )
+    if healthy.size == 0:
+        rows = [diverged]
     else:
-        rows = compare_parameters(samples.positions, reference.positions, seed=seed)
+        positions = jax.tree.map(lambda a: a[healthy], samples.positions)
+        if reference.space == "function":
+            assert isinstance(target, CompiledModel)
+            rows = [diverged, *compare_functions(target, positions, reference.positions)]
+        else:
+            rows = [diverged, *compare_parameters(positions, reference.positions, seed=seed)]
     plot_path = None
     if plot is not None:
         from bdl.validation.plots import plot_validation

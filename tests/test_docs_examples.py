@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNNABLE_DOCS = ("docs/dsl.md", "docs/compiler.md", "docs/sampling.md", "docs/data.md")
+RUNNABLE_DOCS = (
+    "docs/dsl.md",
+    "docs/compiler.md",
+    "docs/sampling.md",
+    "docs/data.md",
+    "docs/architecture.md",
+    "docs/troubleshooting.md",
+)
 MARKER = "<!-- runnable -->"
 README_RUN = "num_steps=5_000, burn_in=1_000, thin=100"
 SHORT_RUN = "num_steps=200, burn_in=100, thin=50"
@@ -38,7 +45,7 @@ def run_block(code: str, name: str) -> str:
     """Execute ``code`` in a fresh namespace and return what it printed."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, name, "exec"), {"__name__": "__docs__"})
+        exec(compile(code, name, "exec", dont_inherit=True), {"__name__": "__docs__"})
     return out.getvalue()
 
 

@@ -257,5 +257,5 @@ def test_init_position_with_wrong_structure(compiled):
 
 def test_unknown_init_string(compiled):
     """An unknown init name lists the accepted ones."""
-    with pytest.raises(ValueError, match=r"init must be 'auto', 'network', 'prior', 'fixed'"):
+    with pytest.raises(ValueError, match=r"init must be one of \('auto', 'network', 'perturbed'"):
         compiled.init_positions(jax.random.key(0), 2, "bogus")

@@ -36,9 +36,7 @@ def enable_compilation_cache(
         the option when it first compiles.
     """
     if not (isinstance(min_compile_seconds, int | float) and min_compile_seconds >= 0):
-        raise ValueError(
-            f"min_compile_seconds must be a number >= 0; got {min_compile_seconds!r}."
-        )
+        raise ValueError(f"min_compile_seconds must be a number >= 0; got {min_compile_seconds!r}.")
     path = Path(directory) if directory is not None else cache_dir() / "xla"
     path.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(path))

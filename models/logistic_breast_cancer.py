@@ -10,22 +10,26 @@ def logit(params, x):
     return x @ params["w"] + params["b"]
 
 
-def build(temperature: float = 1.0, batch_size: int = 64) -> bdl.ModelSpec:
-    data = breast_cancer()
+def build(temperature: float = 1.0, batch_size: int = 64, raw: bool = False) -> bdl.ModelSpec:
+    """``raw=True``: the features in their own units (from ≈ 10⁻³ to ≈ 4·10³), not standardised:
+    the posterior's scales then differ by orders of magnitude (no tuned settings)."""
+    data = breast_cancer(standardize=not raw)
     model = bdl.Model(
         network=logit,
         params={"w": jnp.zeros(data.x_train.shape[1]), "b": jnp.zeros(())},
         likelihood=bdl.Bernoulli(),
         prior=bdl.Normal(1.0),
         temperature=temperature,
-        name="logistic_breast_cancer",
+        name="logistic_breast_cancer_raw" if raw else "logistic_breast_cancer",
     )
     return bdl.ModelSpec(
         model,
         data,
         batch_size=batch_size,
         # validated against NUTS (docs/validation.md); SGLD needs ~200k steps at this step size
-        kernels={
+        kernels={}
+        if raw
+        else {
             "sghmc": {"step_size": 0.015, "friction": 1.5},
             "sgld": {"step_size": 3e-3},
             "kinetic-l2e": {"step_size": 0.015, "friction": 1.5},

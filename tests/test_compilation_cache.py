@@ -34,9 +34,7 @@ def test_enable_compilation_cache_rejects_a_negative_threshold(tmp_path):
 @pytest.mark.parametrize(("setting", "enabled"), [(None, True), ("0", False)])
 def test_console_script_enables_the_cache_unless_told_not_to(monkeypatch, setting, enabled):
     calls = []
-    monkeypatch.setattr(
-        "bdl.compilation_cache.enable_compilation_cache", lambda: calls.append(1)
-    )
+    monkeypatch.setattr("bdl.compilation_cache.enable_compilation_cache", lambda: calls.append(1))
     monkeypatch.setattr(cli_main, "main", lambda: 0)
     if setting is None:
         monkeypatch.delenv("BDL_XLA_CACHE", raising=False)

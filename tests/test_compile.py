@@ -29,15 +29,21 @@ def mlp(params, x):
 
 
 def _draw(rng, lead=()):
-    return {layer: {name: jnp.asarray(0.8 * rng.normal(size=(*lead, *shape)), jnp.float32)
-                    for name, shape in leaves.items()} for layer, leaves in SHAPES.items()}
+    return {
+        layer: {
+            name: jnp.asarray(0.8 * rng.normal(size=(*lead, *shape)), jnp.float32)
+            for name, shape in leaves.items()
+        }
+        for layer, leaves in SHAPES.items()
+    }
 
 
 @pytest.fixture(scope="module")
 def clf():
     """A Categorical MLP with prior N(0, 0.8²) and minibatches of B = 4 out of n = 12."""
-    model = bdl.Model(mlp, bdl.Categorical(), prior=bdl.Normal(0.8),
-                      params=_draw(np.random.default_rng(1)))
+    model = bdl.Model(
+        mlp, bdl.Categorical(), prior=bdl.Normal(0.8), params=_draw(np.random.default_rng(1))
+    )
     return bdl.compile(model, (X, Y), batch_size=B)
 
 
@@ -61,8 +67,10 @@ def _np_logits(position, x):
 
 
 def _np_log_prior(position, scale=0.8):
-    return sum(stats.norm.logpdf(np.asarray(a, np.float64), 0, scale).sum()
-               for a in jax.tree.leaves(position["net"]))
+    return sum(
+        stats.norm.logpdf(np.asarray(a, np.float64), 0, scale).sum()
+        for a in jax.tree.leaves(position["net"])
+    )
 
 
 def test_energy_matches_hand_computation(clf, position):
@@ -79,22 +87,25 @@ def test_minibatch_gradient_is_unbiased_over_an_epoch(clf, position):
 
     @eqx.filter_jit
     def epoch(position, xb, yb):
-        energies, grads = jax.vmap(
-            lambda x, y: clf.stochastic_energy_and_grad(position, (x, y)))(xb, yb)
+        energies, grads = jax.vmap(lambda x, y: clf.stochastic_energy_and_grad(position, (x, y)))(
+            xb, yb
+        )
         full_energy, full_grad = clf.energy_and_grad(position)
         # per-example |∇ log p(y_i|x_i)| summed, + |∇ log p(θ)|: the scale of the rounding error
-        per_example = jax.vmap(jax.grad(
-            lambda p, x, y: clf.log_likelihood(p, x[None], y[None])[0]), (None, 0, 0))(
-                position, clf.x_train, clf.y_train)
+        per_example = jax.vmap(
+            jax.grad(lambda p, x, y: clf.log_likelihood(p, x[None], y[None])[0]), (None, 0, 0)
+        )(position, clf.x_train, clf.y_train)
         prior_grad = jax.grad(clf.log_prior)(position)
-        scale = jax.tree.map(lambda g, q: jnp.sum(jnp.abs(g), 0) + jnp.abs(q),
-                             per_example, prior_grad)
+        scale = jax.tree.map(
+            lambda g, q: jnp.sum(jnp.abs(g), 0) + jnp.abs(q), per_example, prior_grad
+        )
         return energies, grads, full_energy, full_grad, scale
 
     energies, grads, full_energy, full_grad, scale = epoch(position, xb, yb)
     mean_grad = jax.tree.map(lambda g: jnp.mean(g, 0), grads)
-    for m, f, s in zip(jax.tree.leaves(mean_grad), jax.tree.leaves(full_grad),
-                       jax.tree.leaves(scale), strict=True):
+    for m, f, s in zip(
+        jax.tree.leaves(mean_grad), jax.tree.leaves(full_grad), jax.tree.leaves(scale), strict=True
+    ):
         # (n/B)·Σ_B then the mean of n/B terms: a few roundings per term, each ≤ eps·scale
         tol = 16 * EPS32 * np.asarray(s) + 1e-12
         assert np.all(np.abs(np.asarray(m) - np.asarray(f)) <= tol), (m, f, tol)
@@ -107,12 +118,16 @@ def test_minibatch_gradient_is_unbiased_over_an_epoch(clf, position):
 
 def test_single_full_batch_energy_equals_full_energy(position):
     """With B = n the scale n/|B| = 1: the one minibatch's Ũ equals U."""
-    compiled = bdl.compile(bdl.Model(mlp, bdl.Categorical(), prior=bdl.Normal(0.8),
-                                     params=_draw(np.random.default_rng(1))), (X, Y), batch_size=N)
+    compiled = bdl.compile(
+        bdl.Model(
+            mlp, bdl.Categorical(), prior=bdl.Normal(0.8), params=_draw(np.random.default_rng(1))
+        ),
+        (X, Y),
+        batch_size=N,
+    )
     xb, yb = eqx.filter_jit(compiled.epoch_batches)(jax.random.key(0))
     assert xb.shape == (1, N, D)
-    e_batch, g_batch = eqx.filter_jit(compiled.stochastic_energy_and_grad)(
-        position, (xb[0], yb[0]))
+    e_batch, g_batch = eqx.filter_jit(compiled.stochastic_energy_and_grad)(position, (xb[0], yb[0]))
     e_full, g_full = eqx.filter_jit(compiled.energy_and_grad)(position)
     np.testing.assert_allclose(e_batch, e_full, rtol=1e-5)
     for a, b in zip(jax.tree.leaves(g_batch), jax.tree.leaves(g_full), strict=True):
@@ -125,7 +140,8 @@ def test_minibatch_energy_is_scaled_by_n_over_batch_size(clf, position):
     lp = special.log_softmax(_np_logits(position, X[idx].astype(np.float64)), axis=-1)
     want = -(N / B) * lp[np.arange(B), Y[idx]].sum() - _np_log_prior(position)
     got, _ = eqx.filter_jit(clf.stochastic_energy_and_grad)(
-        position, (jnp.asarray(X[idx]), jnp.asarray(Y[idx])))
+        position, (jnp.asarray(X[idx]), jnp.asarray(Y[idx]))
+    )
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
@@ -182,16 +198,20 @@ def test_potential_fn_needs_explicit_temperature_for_schedule():
     with pytest.raises(ValueError, match=r"schedule.*potential_fn\(temperature=T\)"):
         compiled.potential_fn()
     pos = compiled.initial_position
-    np.testing.assert_allclose(jax.jit(compiled.potential_fn(temperature=2.0))(pos),
-                               eqx.filter_jit(compiled.energy)(pos) / 2.0, rtol=1e-6)
+    np.testing.assert_allclose(
+        jax.jit(compiled.potential_fn(temperature=2.0))(pos),
+        eqx.filter_jit(compiled.energy)(pos) / 2.0,
+        rtol=1e-6,
+    )
 
 
 def test_potential_fn_uses_model_temperature_and_rejects_cold_zero():
     """Model(temperature=0.5): potential_fn() = U/0.5; at temperature=0 potential_fn() raises."""
     compiled = _plain_linear(0.5)
     pos = compiled.initial_position
-    np.testing.assert_allclose(jax.jit(compiled.potential_fn())(pos),
-                               eqx.filter_jit(compiled.energy)(pos) / 0.5, rtol=1e-6)
+    np.testing.assert_allclose(
+        jax.jit(compiled.potential_fn())(pos), eqx.filter_jit(compiled.energy)(pos) / 0.5, rtol=1e-6
+    )
     with pytest.raises(ValueError, match="T > 0"):
         _plain_linear(0.0).potential_fn()
 
@@ -200,8 +220,15 @@ def test_predict_is_bma_of_class_probabilities(clf, three_positions):
     """predict = (1/K) Σ_k softmax(f(x; θ_k)), rows summing to one."""
     x_test = RNG.normal(size=(5, D)).astype(np.float32)
     got = eqx.filter_jit(clf.predict)(three_positions, jnp.asarray(x_test))
-    probs = [special.softmax(_np_logits(jax.tree.map(lambda a, k=k: a[k], three_positions),
-                                        x_test.astype(np.float64)), axis=-1) for k in range(3)]
+    probs = [
+        special.softmax(
+            _np_logits(
+                jax.tree.map(lambda a, k=k: a[k], three_positions), x_test.astype(np.float64)
+            ),
+            axis=-1,
+        )
+        for k in range(3)
+    ]
     np.testing.assert_allclose(got, np.mean(probs, axis=0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.sum(got, -1), 1.0, rtol=1e-5)
 
@@ -209,10 +236,17 @@ def test_predict_is_bma_of_class_probabilities(clf, three_positions):
 def test_log_predictive_is_logsumexp_minus_log_k(clf, three_positions):
     """log_predictive_i = logsumexp_k log p(y_i | x_i, θ_k) − log K."""
     got = eqx.filter_jit(clf.log_predictive)(three_positions, jnp.asarray(X), jnp.asarray(Y))
-    lls = np.stack([
-        special.log_softmax(_np_logits(jax.tree.map(lambda a, k=k: a[k], three_positions),
-                                       X.astype(np.float64)), axis=-1)[np.arange(N), Y]
-        for k in range(3)])
+    lls = np.stack(
+        [
+            special.log_softmax(
+                _np_logits(
+                    jax.tree.map(lambda a, k=k: a[k], three_positions), X.astype(np.float64)
+                ),
+                axis=-1,
+            )[np.arange(N), Y]
+            for k in range(3)
+        ]
+    )
     np.testing.assert_allclose(got, special.logsumexp(lls, axis=0) - math.log(3), rtol=1e-5)
 
 
@@ -245,8 +279,9 @@ def test_potential_energy_is_minus_log_density():
     """A compiled Potential has U = −log π and ∇U = (θ − μ)/σ² (no noise when grad_noise = 0)."""
     compiled = bdl.compile(bdl.Potential(_log_density, init={"a": jnp.zeros(3)}))
     theta = {"a": jnp.asarray([0.3, 0.1, -0.4])}
-    np.testing.assert_allclose(eqx.filter_jit(compiled.energy)(theta), -_log_density(theta),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        eqx.filter_jit(compiled.energy)(theta), -_log_density(theta), rtol=1e-6
+    )
     _, g = eqx.filter_jit(compiled.stochastic_energy_and_grad)(theta, jax.random.key(0))
     np.testing.assert_allclose(g["a"], (theta["a"] - LOC) / SCALE**2, rtol=1e-5)
 

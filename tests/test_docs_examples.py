@@ -26,7 +26,7 @@ RUNNABLE_DOCS = (
 )
 MARKER = "<!-- runnable -->"
 README_RUN = "num_steps=5_000, burn_in=1_000, thin=100"
-SHORT_RUN = "num_steps=200, burn_in=100, thin=50"
+SHORT_RUN = "num_steps=400, burn_in=200, thin=50"
 
 _FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 

@@ -86,16 +86,18 @@ def test_categorical_with_single_output_vector():
 def test_gaussian_output_width_mismatch(y_shape):
     """A Gaussian with the wrong output width for the targets is rejected, naming both shapes."""
     y = np.zeros(y_shape, np.float32)
-    with pytest.raises(ValueError, match=r"Gaussian likelihood: network output shape \(10, 3\) "
-                                         rf"does not match the target shape \({y_shape[0]},"):
+    with pytest.raises(
+        ValueError,
+        match=r"Gaussian likelihood: network output shape \(10, 3\) "
+        rf"does not match the target shape \({y_shape[0]},",
+    ):
         bdl.compile(_fn_model(bdl.Gaussian(), out=3), (X, y))
 
 
 def test_network_that_rejects_inputs():
     """A network that cannot be applied to x is reported with the per-example input shape."""
     with pytest.raises(ValueError, match=r"network cannot be applied to inputs of shape \(3,\)"):
-        bdl.compile(bdl.Model(_linear, bdl.Gaussian(), params={"w": jnp.zeros((4, 1))}),
-                    (X, Y_REG))
+        bdl.compile(bdl.Model(_linear, bdl.Gaussian(), params={"w": jnp.zeros((4, 1))}), (X, Y_REG))
 
 
 def test_nan_in_x():

@@ -69,8 +69,9 @@ def test_poisson_log_prob_matches_scipy(rng):
     f = rng.normal(size=(9,)).astype(np.float32)
     k = rng.poisson(2.0, size=9).astype(np.float32)
     got = jax.jit(bdl.Poisson().log_prob)(jnp.asarray(f), jnp.asarray(k))
-    np.testing.assert_allclose(got, stats.poisson.logpmf(k, np.exp(f.astype(np.float64))),
-                               rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(
+        got, stats.poisson.logpmf(k, np.exp(f.astype(np.float64))), rtol=RTOL, atol=ATOL
+    )
 
 
 def test_student_t_log_prob_matches_scipy(rng):
@@ -78,8 +79,9 @@ def test_student_t_log_prob_matches_scipy(rng):
     f = rng.normal(size=(7, 1)).astype(np.float32)
     y = (rng.standard_t(3, size=7)).astype(np.float32)
     got = jax.jit(bdl.StudentT(df=3.0, scale=0.4).log_prob)(jnp.asarray(f), jnp.asarray(y))
-    np.testing.assert_allclose(got, stats.t.logpdf(y, 3.0, loc=f[:, 0], scale=0.4),
-                               rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(
+        got, stats.t.logpdf(y, 3.0, loc=f[:, 0], scale=0.4), rtol=RTOL, atol=ATOL
+    )
 
 
 def test_categorical_log_prob_is_log_softmax(rng):

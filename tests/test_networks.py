@@ -41,8 +41,12 @@ def function_mlp(params, x):
 
 def function_params(key):
     k1, k2 = jax.random.split(key)
-    return {"w1": jax.random.normal(k1, (D, 4)), "b1": jnp.zeros(4),
-            "w2": jax.random.normal(k2, (4, 1)), "b2": jnp.zeros(1)}
+    return {
+        "w1": jax.random.normal(k1, (D, 4)),
+        "b1": jnp.zeros(4),
+        "w2": jax.random.normal(k2, (4, 1)),
+        "b2": jnp.zeros(1),
+    }
 
 
 def _compile(network, **kw):
@@ -53,8 +57,7 @@ def _check_energy_and_grad(compiled):
     energy, grad = eqx.filter_jit(compiled.energy_and_grad)(compiled.initial_position)
     assert np.isfinite(float(energy))
     assert jax.tree.structure(grad) == jax.tree.structure(compiled.initial_position)
-    for g, p in zip(jax.tree.leaves(grad), jax.tree.leaves(compiled.initial_position),
-                    strict=True):
+    for g, p in zip(jax.tree.leaves(grad), jax.tree.leaves(compiled.initial_position), strict=True):
         assert g.shape == p.shape and bool(jnp.all(jnp.isfinite(g)))
     assert any(float(jnp.abs(g).max()) > 0 for g in jax.tree.leaves(grad))
 
@@ -76,15 +79,17 @@ def test_nnx_forward_matches_module_call():
     compiled = _compile(module)
     got = eqx.filter_jit(compiled.forward)(compiled.initial_position, jnp.asarray(X))
     np.testing.assert_allclose(got, nnx.jit(module)(jnp.asarray(X)), rtol=1e-6, atol=1e-6)
-    np.testing.assert_array_equal(compiled.initial_position["net"]["l1"]["kernel"],
-                                  module.l1.kernel[...])
+    np.testing.assert_array_equal(
+        compiled.initial_position["net"]["l1"]["kernel"], module.l1.kernel[...]
+    )
     _check_energy_and_grad(compiled)
 
 
 def test_equinox_forward_is_vmapped_over_examples():
     """An Equinox module acts on single examples: forward == vmap(module)(x)."""
-    module = eqx.filter_jit(lambda k: eqx.nn.MLP(D, 1, width_size=4, depth=1,
-                                                 activation=jnp.tanh, key=k))(jax.random.key(2))
+    module = eqx.filter_jit(
+        lambda k: eqx.nn.MLP(D, 1, width_size=4, depth=1, activation=jnp.tanh, key=k)
+    )(jax.random.key(2))
     compiled = _compile(module)
     got = eqx.filter_jit(compiled.forward)(compiled.initial_position, jnp.asarray(X))
     assert got.shape == (N, 1)
@@ -106,14 +111,19 @@ def test_plain_function_forward_matches_function():
 def _linear_models():
     """The same linear model y = xW + b in the four flavours, with identical weights."""
     linen = _compile(nn.Dense(1))
-    linen = eqx.tree_at(lambda c: c.initial_position, linen,
-                        {"net": {"kernel": jnp.asarray(W), "bias": jnp.asarray(BIAS)}})
+    linen = eqx.tree_at(
+        lambda c: c.initial_position,
+        linen,
+        {"net": {"kernel": jnp.asarray(W), "bias": jnp.asarray(BIAS)}},
+    )
     lin = nnx.Linear(D, 1, rngs=nnx.Rngs(0))
     lin.kernel[...], lin.bias[...] = jnp.asarray(W), jnp.asarray(BIAS)
     eq = eqx.nn.Linear(D, 1, key=jax.random.key(0))
     eq = eqx.tree_at(lambda m: (m.weight, m.bias), eq, (jnp.asarray(W.T), jnp.asarray(BIAS)))
-    fn = _compile(lambda p, x: x @ p["kernel"] + p["bias"],
-                  params={"kernel": jnp.asarray(W), "bias": jnp.asarray(BIAS)})
+    fn = _compile(
+        lambda p, x: x @ p["kernel"] + p["bias"],
+        params={"kernel": jnp.asarray(W), "bias": jnp.asarray(BIAS)},
+    )
     return {"linen": linen, "nnx": _compile(lin), "equinox": _compile(eq), "function": fn}
 
 
@@ -177,8 +187,9 @@ def test_init_prior_chains_differ(linen_compiled):
 def test_init_fixed_repeats_initial_position(linen_compiled):
     """init='fixed' gives the declared initial position for every chain."""
     pos = _init(linen_compiled, 0, 3, init="fixed")
-    for a, b in zip(jax.tree.leaves(pos), jax.tree.leaves(linen_compiled.initial_position),
-                    strict=True):
+    for a, b in zip(
+        jax.tree.leaves(pos), jax.tree.leaves(linen_compiled.initial_position), strict=True
+    ):
         assert a.shape == (3, *b.shape)
         np.testing.assert_array_equal(a, jnp.broadcast_to(b, a.shape))
 

@@ -42,16 +42,18 @@ def test_normal_prior_log_density():
     """Normal(σ): log p(θ) = Σ log N(θ_i; 0, σ²) over every weight."""
     compiled = _compile(bdl.Normal(2.0))
     values = np.concatenate([v.ravel() for v in _by_path(compiled).values()])
-    np.testing.assert_allclose(_log_prior(compiled), stats.norm.logpdf(values, 0, 2.0).sum(),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        _log_prior(compiled), stats.norm.logpdf(values, 0, 2.0).sum(), rtol=1e-5
+    )
 
 
 def test_laplace_prior_log_density():
     """Laplace(b): log p(θ) = Σ log Laplace(θ_i; 0, b)."""
     compiled = _compile(bdl.Laplace(0.5))
     values = np.concatenate([v.ravel() for v in _by_path(compiled).values()])
-    np.testing.assert_allclose(_log_prior(compiled), stats.laplace.logpdf(values, 0, 0.5).sum(),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        _log_prior(compiled), stats.laplace.logpdf(values, 0, 0.5).sum(), rtol=1e-5
+    )
 
 
 def test_numpyro_distribution_as_prior():
@@ -68,8 +70,10 @@ def test_he_normal_flax_kernel_fan_in_is_leading_axes():
     infos = {i.path: i for i in compiled.leaf_infos}
     assert infos["net/kernel"].shape == (3, 4) and infos["net/kernel"].fan_in == 3
     v = _by_path(compiled)
-    want = (stats.norm.logpdf(v["net/kernel"], 0, 1.5 / math.sqrt(3)).sum()
-            + stats.norm.logpdf(v["net/bias"], 0, 0.7).sum())
+    want = (
+        stats.norm.logpdf(v["net/kernel"], 0, 1.5 / math.sqrt(3)).sum()
+        + stats.norm.logpdf(v["net/bias"], 0, 0.7).sum()
+    )
     np.testing.assert_allclose(_log_prior(compiled), want, rtol=1e-5)
 
 
@@ -80,8 +84,10 @@ def test_he_normal_equinox_weight_fan_in_is_trailing_axes():
     infos = {i.path: i for i in compiled.leaf_infos}
     assert infos["net/weight"].shape == (4, 3) and infos["net/weight"].fan_in == 3
     v = _by_path(compiled)
-    want = (stats.norm.logpdf(v["net/weight"], 0, 1.5 / math.sqrt(3)).sum()
-            + stats.norm.logpdf(v["net/bias"], 0, 0.7).sum())
+    want = (
+        stats.norm.logpdf(v["net/weight"], 0, 1.5 / math.sqrt(3)).sum()
+        + stats.norm.logpdf(v["net/bias"], 0, 0.7).sum()
+    )
     np.testing.assert_allclose(_log_prior(compiled), want, rtol=1e-5)
 
 
@@ -117,8 +123,10 @@ def test_constrained_prior_is_sampled_unconstrained_with_log_jacobian():
     """HalfNormal on a leaf: stored as u = log s; log p(u) = log HalfNormal(e^u) + u."""
     prior = bdl.ByPath({"s": dist.HalfNormal(1.0)}, default=bdl.Normal(1.0))
     params = {"s": jnp.asarray([0.5, 2.0]), "w": jnp.asarray(RNG.normal(size=(3, 2)), jnp.float32)}
-    compiled = bdl.compile(bdl.Model(_scaled_function, bdl.Gaussian(1.0), prior=prior,
-                                     params=params), (X, np.zeros((6, 2), np.float32)))
+    compiled = bdl.compile(
+        bdl.Model(_scaled_function, bdl.Gaussian(1.0), prior=prior, params=params),
+        (X, np.zeros((6, 2), np.float32)),
+    )
     u = np.asarray(compiled.initial_position["net"]["s"])
     np.testing.assert_allclose(u, np.log([0.5, 2.0]), rtol=1e-6)  # unconstrained storage
     position = {"net": {"s": jnp.asarray([-0.3, 0.8]), "w": params["w"]}}
@@ -126,32 +134,44 @@ def test_constrained_prior_is_sampled_unconstrained_with_log_jacobian():
     @eqx.filter_jit
     def evaluate(position, key):
         draws = compiled.init_positions(key, 64, "prior")
-        return (compiled.log_prior(position), compiled.constrain(position)[0]["s"],
-                compiled.forward(position, jnp.asarray(X)),
-                jax.vmap(compiled.constrain)(draws)[0]["s"])
+        return (
+            compiled.log_prior(position),
+            compiled.constrain(position)[0]["s"],
+            compiled.forward(position, jnp.asarray(X)),
+            jax.vmap(compiled.constrain)(draws)[0]["s"],
+        )
 
     log_prior, s, out, s_draws = evaluate(position, jax.random.key(0))
-    want = (stats.halfnorm.logpdf(np.exp([-0.3, 0.8])).sum() + (-0.3 + 0.8)
-            + stats.norm.logpdf(np.asarray(params["w"])).sum())
+    want = (
+        stats.halfnorm.logpdf(np.exp([-0.3, 0.8])).sum()
+        + (-0.3 + 0.8)
+        + stats.norm.logpdf(np.asarray(params["w"])).sum()
+    )
     np.testing.assert_allclose(log_prior, want, rtol=1e-5)
     np.testing.assert_allclose(s, np.exp([-0.3, 0.8]), rtol=1e-6)  # constrain gives s = e^u > 0
     # the network sees the constrained value s = e^u
-    np.testing.assert_allclose(out, _scaled_function({"s": np.exp([-0.3, 0.8]),
-                                                      "w": params["w"]}, X), rtol=1e-5)
+    np.testing.assert_allclose(
+        out, _scaled_function({"s": np.exp([-0.3, 0.8]), "w": params["w"]}, X), rtol=1e-5
+    )
     assert bool(jnp.all(s_draws > 0)) and not np.allclose(s_draws[0], s_draws[1])
 
 
 def test_by_path_applies_priors_by_path():
     """ByPath: bias ~ N(0, 10²), kernel ~ Laplace(0.5); total = sum of the hand-computed parts."""
-    prior = bdl.ByPath({"bias": bdl.Normal(10.0), "kernel": bdl.Laplace(0.5)},
-                       default=bdl.Normal(1.0))
+    prior = bdl.ByPath(
+        {"bias": bdl.Normal(10.0), "kernel": bdl.Laplace(0.5)}, default=bdl.Normal(1.0)
+    )
     compiled = _compile(prior)
-    kinds = {i.path: type(p).__name__ for i, p in zip(compiled.leaf_infos, compiled.leaf_priors,
-                                                     strict=True)}
+    kinds = {
+        i.path: type(p).__name__
+        for i, p in zip(compiled.leaf_infos, compiled.leaf_priors, strict=True)
+    }
     assert kinds == {"net/bias": "Normal", "net/kernel": "Laplace"}
     v = _by_path(compiled)
-    want = (stats.norm.logpdf(v["net/bias"], 0, 10.0).sum()
-            + stats.laplace.logpdf(v["net/kernel"], 0, 0.5).sum())
+    want = (
+        stats.norm.logpdf(v["net/bias"], 0, 10.0).sum()
+        + stats.laplace.logpdf(v["net/kernel"], 0, 0.5).sum()
+    )
     np.testing.assert_allclose(_log_prior(compiled), want, rtol=1e-5)
 
 
@@ -160,8 +180,10 @@ def test_by_path_default_catches_unmatched_leaves():
     prior = bdl.ByPath({"kernel": bdl.Laplace(0.5)}, default=bdl.Normal(3.0))
     compiled = _compile(prior)
     v = _by_path(compiled)
-    want = (stats.norm.logpdf(v["net/bias"], 0, 3.0).sum()
-            + stats.laplace.logpdf(v["net/kernel"], 0, 0.5).sum())
+    want = (
+        stats.norm.logpdf(v["net/bias"], 0, 3.0).sum()
+        + stats.laplace.logpdf(v["net/kernel"], 0, 0.5).sum()
+    )
     np.testing.assert_allclose(_log_prior(compiled), want, rtol=1e-5)
 
 
@@ -192,12 +214,15 @@ def prior_draws():
     prior = bdl.ByPath({f"/{name}/kernel": p for name, (p, _, _) in PRIOR_LAYERS.items()})
     params = {name: {"kernel": jnp.zeros((16, 64))} for name in PRIOR_LAYERS}
     x = RNG.normal(size=(4, 16)).astype(np.float32)
-    compiled = bdl.compile(bdl.Model(_three_layers, bdl.Gaussian(1.0), prior=prior,
-                                     params=params), (x, np.zeros((4, 64), np.float32)))
+    compiled = bdl.compile(
+        bdl.Model(_three_layers, bdl.Gaussian(1.0), prior=prior, params=params),
+        (x, np.zeros((4, 64), np.float32)),
+    )
     assert all(i.fan_in == 16 for i in compiled.leaf_infos)
     pos = eqx.filter_jit(compiled.init_positions)(jax.random.key(7), NUM_CHAINS, "prior")
-    return {name: np.asarray(pos["net"][name]["kernel"], np.float64).ravel()
-            for name in PRIOR_LAYERS}
+    return {
+        name: np.asarray(pos["net"][name]["kernel"], np.float64).ravel() for name in PRIOR_LAYERS
+    }
 
 
 @pytest.mark.parametrize("layer", list(PRIOR_LAYERS))
@@ -215,8 +240,9 @@ def test_prior_draws_have_the_right_sd(prior_draws, layer):
 
 def test_prior_init_draws_learned_likelihood_scale():
     """init='prior' also draws a learned Gaussian σ from its HalfNormal(1) prior (E σ = √(2/π))."""
-    model = bdl.Model(lambda p, x: x @ p["w"], bdl.Gaussian(scale=None),
-                      params={"w": jnp.zeros((3, 1))})
+    model = bdl.Model(
+        lambda p, x: x @ p["w"], bdl.Gaussian(scale=None), params={"w": jnp.zeros((3, 1))}
+    )
     compiled = bdl.compile(model, (X, Y))
     k = 2000
     pos = eqx.filter_jit(compiled.init_positions)(jax.random.key(3), k, "prior")

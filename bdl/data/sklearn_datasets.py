@@ -46,12 +46,18 @@ def _standardize(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, n
 
 
 def _classification(
-    name: str, bunch: Any, test_fraction: float, seed: int, num_classes: int
+    name: str,
+    bunch: Any,
+    test_fraction: float,
+    seed: int,
+    num_classes: int,
+    standardize: bool = True,
 ) -> Dataset:
     x = np.asarray(bunch.data, dtype=np.float64)
     y = np.asarray(bunch.target, dtype=np.int32)
     x_train, x_test, y_train, y_test = _split(x, y, test_fraction, seed, stratify=True)
-    x_train, x_test = _standardize(x_train, x_test)
+    if standardize:
+        x_train, x_test = _standardize(x_train, x_test)
     return Dataset(
         name=name,
         x_train=x_train.astype(np.float32),
@@ -62,14 +68,17 @@ def _classification(
     )
 
 
-def breast_cancer(test_fraction: float = 0.2, seed: int = 0) -> Dataset:
+def breast_cancer(test_fraction: float = 0.2, seed: int = 0, standardize: bool = True) -> Dataset:
     """Wisconsin Diagnostic Breast Cancer: 569 × 30 features, binary (0 = malignant, 1 = benign).
 
-    Stratified split; features standardised with training-split statistics.
+    Stratified split; features standardised with training-split statistics, or left in their own
+    units (``standardize=False``: from ≈ 10⁻³ to ≈ 4·10³, the unattended-sampling test case).
     """
     from sklearn.datasets import load_breast_cancer
 
-    return _classification("breast_cancer", load_breast_cancer(), test_fraction, seed, 2)
+    return _classification(
+        "breast_cancer", load_breast_cancer(), test_fraction, seed, 2, standardize
+    )
 
 
 def iris(test_fraction: float = 0.2, seed: int = 0) -> Dataset:

@@ -32,6 +32,7 @@ from typing import Any, Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 
 PyTree = Any
 GroupKind = Literal["elementwise", "scalar"]
@@ -51,6 +52,18 @@ class Block(eqx.Module):
     @abc.abstractmethod
     def map(self, fn: Any) -> Block:
         """The block with ``fn`` applied to every coefficient (same type)."""
+
+    def power(self, exponent: float) -> Block:
+        """B^e of a positive diagonal block (a mass: e = −1 gives M⁻¹, e = −½ a square root)."""
+        return self.map(lambda m: m**exponent)
+
+    def transpose(self) -> Block:
+        """Bᵀ (a diagonal block is its own transpose)."""
+        return self
+
+    def noise_factor(self, scale: Any) -> Block:
+        """A block S with S·Sᵀ = scale·B, for the injected noise √(2ThD)·ξ."""
+        return self.map(lambda d: jnp.sqrt(scale * d))
 
 
 class Scalar(Block):
@@ -105,6 +118,69 @@ class Elementwise(Block):
         return Elementwise(jax.tree.map(fn, self.values))
 
 
+class Dense(Block):
+    """A dense matrix acting on the flattened θ-shaped pytree (small dimension only: O(d²) per
+    product). ``factor``, when known, is a square root F with F·Fᵀ = matrix (for the noise)."""
+
+    matrix: jax.Array
+    factor: jax.Array | None = None
+
+    def times(self, v: PyTree) -> PyTree:
+        flat, unravel = ravel_pytree(v)
+        return unravel(self.matrix @ flat)
+
+    def expand(self, like: PyTree) -> PyTree:
+        raise TypeError("a dense block has no elementwise form.")
+
+    def map(self, fn: Any) -> Dense:
+        """``fn`` entrywise (scaling and sign changes only: they commute with the product)."""
+        return Dense(fn(self.matrix), None if self.factor is None else fn(self.factor))
+
+    def transpose(self) -> Dense:
+        return Dense(self.matrix.T)
+
+    def noise_factor(self, scale: Any) -> Dense:
+        if self.factor is None:
+            raise TypeError("a dense diffusion needs its square root (factor) for the noise.")
+        return Dense(jnp.sqrt(scale) * self.factor)
+
+
+class DenseMass(Block):
+    """A dense mass M given by a square root S of its inverse, S·Sᵀ = M⁻¹ (a covariance): M^{−1/2}
+    is taken as S and M⁻¹ as S·Sᵀ (with S its square root), so no matrix is inverted or
+    factorised per step. :func:`dense_mass` builds one from a covariance."""
+
+    root: jax.Array
+
+    def times(self, v: PyTree) -> PyTree:
+        flat, unravel = ravel_pytree(v)
+        return unravel(jnp.linalg.solve(self.root @ self.root.T, flat))
+
+    def expand(self, like: PyTree) -> PyTree:
+        raise TypeError("a dense mass has no elementwise form.")
+
+    def map(self, fn: Any) -> Block:
+        raise TypeError("a dense mass has no entrywise map; use power().")
+
+    def power(self, exponent: float) -> Block:
+        if exponent == -1:
+            return Dense(self.root @ self.root.T, self.root)
+        if exponent == -0.5:
+            return Dense(self.root)
+        if exponent == 0.5:  # S⁻ᵀ: (S⁻ᵀ)(S⁻ᵀ)ᵀ = (S·Sᵀ)⁻¹ = M
+            return Dense(jnp.linalg.inv(self.root).T)
+        raise ValueError(f"a dense mass takes powers −1, −½ and ½; got {exponent}.")
+
+
+def dense_mass(inverse: jax.Array, floor: float = 1e-12) -> DenseMass:
+    """The dense mass with M⁻¹ = ``inverse`` (symmetrised; eigenvalues floored at ``floor`` times
+    the largest), its root from the eigendecomposition, which a nearly singular covariance in
+    float32 does not break as a Cholesky factorisation can."""
+    eigval, eigvec = jnp.linalg.eigh(0.5 * (inverse + inverse.T))
+    eigval = jnp.maximum(eigval, floor * jnp.max(eigval) + 1e-30)
+    return DenseMass(eigvec * jnp.sqrt(eigval))
+
+
 def as_block(value: Any) -> Block:
     """A block from a number (:class:`Scalar`) or a block (unchanged)."""
     if isinstance(value, Block):
@@ -137,6 +213,8 @@ def matvec(block: Block, v: Any, row_like: Any, row: GroupKind, col: GroupKind) 
 def divergence(tangent: Block, row_like: Any, col_like: Any, row: GroupKind, col: GroupKind) -> Any:
     """Σ_j ∂B_{ij}/∂z_j from the tangent of a block under an all-ones tangent on its column group
     (entry i of a block depends on the column group only through coordinate i)."""
+    if isinstance(tangent, Dense | DenseMass):  # dense blocks are constant in z by contract
+        return jax.tree.map(jnp.zeros_like, row_like) if row == "elementwise" else 0.0
     if row == "scalar" and col == "elementwise":
         return tree_total(tangent.expand(col_like))
     if row == "elementwise":

@@ -193,7 +193,7 @@ def noise_increment(
     recipe: Recipe, ev: Evaluation, z: State, noise: State, temperature: Any, h: Any, row: str
 ) -> PyTree:
     """√(2·T·h·D_row)·ξ_row for a noisy group (elementwise or scalar)."""
-    scale = as_block(ev.diffusion[row]).map(lambda d: jnp.sqrt(2.0 * temperature * h * d))
+    scale = as_block(ev.diffusion[row]).noise_factor(2.0 * temperature * h)
     if recipe.groups[row] == "elementwise":
         return scale.times(noise[row])
     return scale.value * noise[row]

@@ -28,7 +28,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from bdl.kernels.blocks import Block, Elementwise, GroupKind, Scalar
+from bdl.kernels.blocks import Block, DenseMass, Elementwise, GroupKind, Scalar
 from bdl.kernels.integrators import SymplecticEuler
 from bdl.kernels.parameterisation import learning_rate_or_step
 from bdl.kernels.preconditioners import IDENTITY, Identity, Preconditioner, check_preconditioner
@@ -62,12 +62,8 @@ class Hamiltonian(Recipe):
         return {"p": self.friction}
 
     def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
-        s = (
-            self.mass.map(jax.lax.rsqrt)
-            if not isinstance(self.mass, Scalar)
-            else self.mass.map(lambda m: m**-0.5)
-        )
-        return {("theta", "p"): s.map(jnp.negative), ("p", "theta"): s}
+        s = self.mass.power(-0.5)
+        return {("theta", "p"): s.map(jnp.negative), ("p", "theta"): s.transpose()}
 
     def init_aux(self, position: PyTree, key: jax.Array) -> State:
         if self.init_momentum == "zero":
@@ -76,9 +72,11 @@ class Hamiltonian(Recipe):
 
     def observables(self, z: State) -> dict[str, PyTree]:
         """``momentum`` r = M^{1/2}p and ``mass`` M (one value per leaf, or per coordinate)."""
-        momentum = self.mass.map(jnp.sqrt).times(z["p"])
+        momentum = self.mass.power(0.5).times(z["p"])
         if isinstance(self.mass, Scalar):
             mass = jax.tree.map(lambda x: jnp.full((), self.mass.value, x.dtype), z["p"])
+        elif isinstance(self.mass, DenseMass):
+            mass = self.mass.root  # a square root S of M⁻¹ (S·Sᵀ = M⁻¹)
         else:
             mass = self.mass.values
         return {"momentum": momentum, "mass": mass}

@@ -39,7 +39,7 @@ class Langevin(Recipe):
         return jnp.zeros(())
 
     def diffusion(self, z: State, ctx: Context) -> dict[str, Block]:
-        return {"theta": self.mass.map(lambda m: 1.0 / m)}
+        return {"theta": self.mass.power(-1)}
 
     def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
         return {}

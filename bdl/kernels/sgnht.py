@@ -79,10 +79,10 @@ class Thermostat(Recipe):
     def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
         d = tree_size(z["r"])
         column = Elementwise(jax.tree.map(lambda r: r / d, z["r"]))
-        s = self.mass.map(lambda m: m**-0.5)
+        s = self.mass.power(-0.5)
         return {
             ("theta", "r"): s.map(jnp.negative),
-            ("r", "theta"): s,
+            ("r", "theta"): s.transpose(),
             ("r", "xi"): column,
             ("xi", "r"): column.map(jnp.negative),
         }

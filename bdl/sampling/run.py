@@ -21,6 +21,7 @@ import numpy as np
 
 from bdl.compile.target import Target
 from bdl.kernels.base import Info, Kernel
+from bdl.kernels.blocks import DenseMass
 from bdl.sampling import warmup
 from bdl.sampling.chain import run_chain
 from bdl.sampling.checks import check_run, check_schedules
@@ -102,18 +103,21 @@ def sample(
     t = 0
     interrupted = False
     try:
-        for i, window in enumerate(schedule):
+        for w, window in enumerate(schedule):
             end = t + window.length
             while t < end:
-                n = min(end - t, chunk * thin)
+                n = min(end - t, chunk * thin, warmup.STEP_EVERY)
                 chains, _ = _run_chunk(
                     target, kernel, chains, chain_keys, *_ints(t, 1, n), chunk, True
                 )
-                jax.block_until_ready(chains)
                 t += n
                 meter.update(t)
-            k_adapt = jax.random.fold_in(key_adapt, i + 1)
-            chains = _adapt(target, kernel, chains, k_adapt, window.slow, *_ints(t))
+                k_adapt = jax.random.fold_in(key_adapt, t)
+                last = t == end
+                final = w == len(schedule) - 1
+                chains = _adapt(
+                    target, kernel, chains, k_adapt, window.slow and last, last, final, *_ints(t)
+                )
         while t < burn_in:
             n = min(burn_in - t, chunk * thin)
             chains, _ = _run_chunk(target, kernel, chains, chain_keys, *_ints(t, 1, n), chunk)
@@ -238,6 +242,13 @@ def _run_chunk(
     return run_chain(one_step, chains, t0, num_draws, steps_per_draw, observe, buffer_size)
 
 
+def _noise(target: Target, kernel: Kernel, theta: Any, mass: Any, key: jax.Array) -> jax.Array:
+    """V of :func:`warmup.gradient_noise` from independent random minibatches at θ."""
+    keys = jax.random.split(key, warmup.NOISE_BATCHES)
+    grads = jax.vmap(lambda k: _recipe_grad(target, kernel, k)(theta))(keys)
+    return warmup.gradient_noise(grads, mass)
+
+
 def _recipe_grad(target: Target, kernel: Kernel, key: jax.Array) -> Any:
     """∇ of the minibatch energy over the recipe's θ group, on a fresh random minibatch."""
     batch, _ = target.next_batch(target.init_batches(key), jnp.zeros((), jnp.int32))
@@ -253,15 +264,22 @@ def _start_adaptation(target: Target, kernel: Kernel, chains: Chains, key: jax.A
 
     def one(state: Any, ckey: jax.Array) -> tuple[Any, warmup.AdaptParams, warmup.Welford]:
         theta = state.z["theta"]
+        dense = warmup.dense(kernel, theta)
         k_batch, k_power = jax.random.split(ckey)
-        mass = jax.tree.map(jnp.ones_like, theta) if mass_adapted else None
         grad_fn = _recipe_grad(target, kernel, k_batch)
+        mass = None
+        if mass_adapted:
+            if dense:
+                mass = warmup.hessian_mass(grad_fn, theta)
+            else:
+                mass = warmup.hessian_diagonal_mass(grad_fn, theta, jax.random.fold_in(ckey, 3))
         curvature = warmup.largest_curvature(grad_fn, theta, mass, k_power)
-        floor = warmup.friction_floor(kernel, theta, target.temperature(jnp.zeros((), jnp.int32)))
+        temperature = target.temperature(jnp.zeros((), jnp.int32))
+        floor = warmup.friction_floor(kernel, theta, temperature)
         params = warmup.params_at(curvature, mass, second, jnp.ones_like(curvature), floor)
         recipe = warmup.innermost(warmup.apply(kernel, params)).recipe
         state = state._replace(z=recipe.readapted(state.z))
-        return state, params, warmup.empty_stats(theta)
+        return state, params, warmup.empty_stats(theta, dense)
 
     keys = jax.random.split(key, chains.status.step.shape[0])
     states, params, stats = jax.vmap(one)(chains.states, keys)
@@ -270,25 +288,37 @@ def _start_adaptation(target: Target, kernel: Kernel, chains: Chains, key: jax.A
 
 @eqx.filter_jit
 def _adapt(
-    target: Target, kernel: Kernel, chains: Chains, key: jax.Array, slow: bool, t: jax.Array
+    target: Target,
+    kernel: Kernel,
+    chains: Chains,
+    key: jax.Array,
+    new_mass: bool,
+    window_end: bool,
+    final: bool,
+    t: jax.Array,
 ) -> Chains:
-    """End of a warm-up window: a new mass (slow windows), then (h, γ) from the curvature."""
+    """(h, γ) from the curvature, after a new mass at the end of a slow window; the window's
+    statistics restart at every window end."""
     second = warmup.momentum_kernel(kernel)
 
     def one(state: Any, params: Any, stats: Any, ckey: jax.Array) -> tuple[Any, Any, Any]:
         theta = state.z["theta"]
         mass = params.mass
-        if slow and mass is not None:
+        if new_mass and mass is not None:
             mass = warmup.window_mass(stats)
         k_batch, k_power = jax.random.split(ckey)
         grad_fn = _recipe_grad(target, kernel, k_batch)
         curvature = warmup.largest_curvature(grad_fn, theta, mass, k_power)
         backoff = jnp.minimum(1.0, 2.0 * params.backoff)
-        floor = warmup.friction_floor(kernel, theta, target.temperature(t))
-        params = warmup.params_at(curvature, mass, second, backoff, floor)
+        temperature = target.temperature(t)
+        floor = warmup.friction_floor(kernel, theta, temperature)
+        noise = _noise(target, kernel, theta, mass, jax.random.fold_in(ckey, 2)) if final else 0.0
+        params = warmup.params_at(curvature, mass, second, backoff, floor, noise, temperature)
         recipe = warmup.innermost(warmup.apply(kernel, params)).recipe
         state = state._replace(z=recipe.readapted(state.z))
-        return state, params, warmup.empty_stats(theta)
+        if window_end:
+            stats = warmup.empty_stats(theta, warmup.dense(kernel, theta))
+        return state, params, stats
 
     keys = jax.random.split(key, chains.status.step.shape[0])
     states, params, stats = jax.vmap(one)(chains.states, chains.params, chains.stats, keys)
@@ -322,8 +352,11 @@ def _assemble(
         adapted = {"step_size": np.asarray(params.step_size)}
         if warmup.momentum_kernel(kernel):
             adapted["friction"] = np.asarray(params.friction)
-        if params.mass is not None:
-            adapted["mass"] = jax.tree.map(np.asarray, params.mass)
+        if isinstance(params.mass, DenseMass):
+            root = np.asarray(params.mass.root)
+            adapted["inverse_mass"] = root @ np.swapaxes(root, -1, -2)
+        elif params.mass is not None:
+            adapted["mass"] = jax.tree.map(np.asarray, params.mass.values)
     return Samples(
         positions=records["position"],
         extra=extra,

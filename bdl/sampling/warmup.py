@@ -7,16 +7,26 @@ with a new diagonal mass from the variance of θ over the window; a final fast w
 re-adapts the step size to the last mass. At the end of every window:
 
 * **mass** (slow windows; kernels whose recipe takes a mass and whose preconditioner is the
-  identity): M⁻¹ = the window's variance of θ per coordinate, regularised towards 10⁻³ as Stan
-  does, (w/(w + 5))·Var + 10⁻³·5/(w + 5) for w steps;
-* **step size**: from λ_max, the largest eigenvalue of the preconditioned Hessian M^{−1/2}HM^{−1/2}
-  of the minibatch energy at the chain's state (power iteration on Hessian-vector products,
-  :func:`largest_curvature`), against the integrator's stability limit: h = 0.1/λ_max for
-  first-order kernels (Euler–Maruyama is stable for hλ < 2; the relative variance bias along the
-  stiffest direction is hλ/2 = 5 %), h = 0.25/√λ_max for momentum kernels (symplectic Euler is
-  stable for hω < 2, ω = √λ; the position-variance bias is (hω)²/4 ≈ 1.6 %);
+  identity): M⁻¹ = the window's covariance of θ, regularised towards 10⁻³·I as Stan does,
+  (w/(w + 5))·Σ + 10⁻³·5/(w + 5) for w steps — dense (a :class:`DenseMass`, held as the Cholesky
+  factor of M⁻¹) for at most :data:`DENSE_MAX_DIM` parameters, else diagonal (per coordinate);
+* **step size** (also every :data:`STEP_EVERY` steps within a window): from λ_max, the largest
+  eigenvalue of the preconditioned Hessian M^{−1/2}HM^{−1/2} of the minibatch energy at the
+  chain's state (power iteration on Hessian-vector products, :func:`largest_curvature`), against
+  the integrator's stability limit: h = 0.1/λ_max for first-order kernels (Euler–Maruyama is
+  stable for hλ < 2; the relative variance bias along the stiffest direction is hλ/2 = 5 %),
+  h = 0.25/√λ_max for momentum kernels (symplectic Euler is stable for hω < 2, ω = √λ; the
+  position-variance bias is (hω)²/4 ≈ 1.6 %);
 * **friction** (momentum kernels): γ = 0.1/h, a momentum decay of 0.9 per step as in deep-learning
-  SGD, which leaves the slow directions (ω ≪ ω_max) overdamped but the stiff ones well mixed.
+  SGD, which leaves the slow directions (ω ≪ ω_max) overdamped but the stiff ones well mixed;
+* **gradient noise** (in the final window, near stationarity: far from the posterior the noise
+  is large and says nothing about the target): V, the minibatch gradient's variance across
+  :data:`NOISE_BATCHES` independent minibatches at the chain's state, in the preconditioned
+  coordinates and averaged over them, heats the chain by a relative ≈ hV/(2γT) (momentum
+  kernels) or hV/(2T) (first order); the rules keep it below ε = 5 %: γ ≥ hV/(2Tε) and
+  h ≤ √(2Tε/V) (so that hγ ≤ 1), or h ≤ 2Tε/V for first-order kernels. The estimate treats
+  minibatches as independent, which over-states the heating of epoch-wise sampling without
+  replacement: it errs towards damping.
 
 A step that gives a non-finite energy, gradient or state during warm-up is rejected and that
 chain's step size halved (a start far from the posterior can be much stiffer than its
@@ -34,9 +44,11 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from bdl.kernels.base import Kernel
-from bdl.kernels.blocks import Elementwise
+from bdl.kernels.blocks import Block, DenseMass, Elementwise, dense_mass
 from bdl.kernels.history import NoHistory
 from bdl.kernels.preconditioners import Identity
 from bdl.kernels.recipe_kernel import RecipeKernel
@@ -48,16 +60,28 @@ PyTree = Any
 FIRST_ORDER_STEP = 0.1
 SECOND_ORDER_STEP = 0.25
 MOMENTUM_DECAY = 0.1
+#: ε: the relative heating by gradient noise the friction (and step) rules allow
+NOISE_HEATING = 0.05
+#: independent minibatch gradients per gradient-noise estimate
+NOISE_BATCHES = 4
 #: power-iteration steps per curvature estimate
 POWER_ITERATIONS = 20
 #: fewest burn-in steps that can adapt (Stan's smallest complete schedule is 150)
 MIN_BURN_IN = 150
+#: steps between step-size updates within a window (a start far from the posterior can be much
+#: stiffer or flatter than the posterior; 20 Hessian-vector products per 250 steps)
+STEP_EVERY = 250
+#: Rademacher probes of the starting diagonal mass
+HUTCHINSON_PROBES = 20
+#: largest number of parameters for which the adapted mass is dense
+DENSE_MAX_DIM = 100
 
 
 class AdaptParams(NamedTuple):
-    """Per-chain adapted values: step size h, friction γ (momentum kernels), mass M (a θ-shaped
-    pytree, or ``None`` when the mass is not adapted), and the back-off factor ≤ 1 by which h was
-    cut after non-finite steps (halved per failure, doubled back at every window end)."""
+    """Per-chain adapted values: step size h, friction γ (momentum kernels), mass M (an
+    :class:`Elementwise` block, a :class:`DenseMass`, or ``None`` when the mass is not adapted),
+    and the back-off factor ≤ 1 by which h was cut after non-finite steps (halved per failure,
+    doubled back at every window end)."""
 
     step_size: jax.Array
     friction: jax.Array
@@ -66,7 +90,9 @@ class AdaptParams(NamedTuple):
 
 
 class Welford(NamedTuple):
-    """Running mean and sum of squared deviations of θ over a window."""
+    """Running mean and sum of squared deviations of θ over a window: per coordinate (θ-shaped
+    pytrees), or for a dense mass of the flattened θ (a (d,) mean and a (d, d) sum of outer
+    products)."""
 
     count: jax.Array
     mean: PyTree
@@ -122,7 +148,7 @@ def apply(kernel: Kernel, params: AdaptParams | tuple) -> Kernel:
         return dataclasses.replace(kernel, inner=apply(kernel.inner, params))
     recipe = kernel.recipe
     if params.mass is not None:
-        recipe = recipe.with_mass(Elementwise(params.mass))
+        recipe = recipe.with_mass(params.mass)
     if len(recipe.groups) > 1:
         recipe = recipe.with_friction(params.friction)
     return dataclasses.replace(kernel, recipe=recipe, step_size=params.step_size)
@@ -146,7 +172,61 @@ def windows(burn_in: int) -> list[Window]:
     return [Window(first, False), *(Window(s, True) for s in slow), Window(last, False)]
 
 
-def empty_stats(position: PyTree) -> Welford:
+def dense(kernel: Kernel, position: PyTree) -> bool:
+    """Whether the adapted mass is dense: kernels that adapt a mass, on at most
+    :data:`DENSE_MAX_DIM` parameters (a d×d product per step costs little there, and a diagonal
+    mass cannot undo correlations such as an intercept's with the slope of an uncentred
+    predictor)."""
+    size = sum(int(np.size(x)) for x in jax.tree.leaves(position))
+    return adapts_mass(kernel) and size <= DENSE_MAX_DIM
+
+
+def hessian_mass(grad_fn: Callable[[PyTree], PyTree], theta: PyTree) -> DenseMass:
+    """A dense starting mass from the Hessian of the minibatch energy at θ: M = |H| (absolute
+    eigenvalues, floored at 10⁻⁶ of the largest, since a start need not be where U is convex).
+    It carries the posterior's correlations (e.g. of collinear predictors) into the first
+    window, which a chain under an identity mass could take long to reveal."""
+    flat, unravel = ravel_pytree(theta)
+    hess = jax.jacfwd(lambda x: ravel_pytree(grad_fn(unravel(x)))[0])(flat)
+    eigval, eigvec = jnp.linalg.eigh(0.5 * (hess + hess.T))
+    eigval = jnp.abs(eigval)
+    eigval = jnp.maximum(eigval, 1e-6 * jnp.max(eigval) + 1e-30)
+    return DenseMass(eigvec / jnp.sqrt(eigval))
+
+
+def hessian_diagonal_mass(
+    grad_fn: Callable[[PyTree], PyTree], theta: PyTree, key: jax.Array
+) -> Elementwise:
+    """A diagonal starting mass M = |diag H| of the minibatch energy at θ, by Hutchinson's
+    estimator E[z ⊙ Hz] over :data:`HUTCHINSON_PROBES` Rademacher vectors z (floored at 10⁻⁶ of
+    the largest entry): the posterior's scales, which can span orders of magnitude, reach the
+    first window without a chain having to reveal them under an identity mass."""
+    leaves, treedef = jax.tree.flatten(theta)
+
+    def probe(k: jax.Array) -> PyTree:
+        keys = jax.random.split(k, len(leaves))
+        z = treedef.unflatten(
+            [
+                jax.random.rademacher(kk, x.shape, x.dtype)
+                for kk, x in zip(keys, leaves, strict=True)
+            ]
+        )
+        hz = jax.jvp(grad_fn, (theta,), (z,))[1]
+        return jax.tree.map(jnp.multiply, z, hz)
+
+    diag = jax.tree.map(
+        lambda x: jnp.abs(jnp.mean(x, axis=0)),
+        jax.vmap(probe)(jax.random.split(key, HUTCHINSON_PROBES)),
+    )
+    largest = jnp.max(jnp.stack([jnp.max(x) for x in jax.tree.leaves(diag)]))
+    return Elementwise(jax.tree.map(lambda x: jnp.maximum(x, 1e-6 * largest + 1e-30), diag))
+
+
+def empty_stats(position: PyTree, dense_mass: bool) -> Welford:
+    if dense_mass:
+        flat = ravel_pytree(position)[0]
+        zeros = jnp.zeros_like(flat)
+        return Welford(jnp.zeros((), jnp.int32), zeros, jnp.zeros((flat.size, flat.size)))
     zeros = jax.tree.map(jnp.zeros_like, position)
     return Welford(jnp.zeros((), jnp.int32), zeros, zeros)
 
@@ -154,32 +234,42 @@ def empty_stats(position: PyTree) -> Welford:
 def accumulate(stats: Welford, x: PyTree) -> Welford:
     """Welford's update with one more θ."""
     count = stats.count + 1
+    if jnp.ndim(stats.m2) == 2 and not isinstance(stats.m2, dict):
+        flat = ravel_pytree(x)[0]
+        delta = flat - stats.mean
+        mean = stats.mean + delta / count
+        return Welford(count, mean, stats.m2 + jnp.outer(delta, flat - mean))
     delta = jax.tree.map(jnp.subtract, x, stats.mean)
     mean = jax.tree.map(lambda m, d: m + d / count, stats.mean, delta)
     m2 = jax.tree.map(lambda s, d, a, m: s + d * (a - m), stats.m2, delta, x, mean)
     return Welford(count, mean, m2)
 
 
-def window_mass(stats: Welford) -> PyTree:
-    """M = 1/Var, the variance regularised towards 10⁻³ over the window (Stan's rule)."""
+def window_mass(stats: Welford) -> Block:
+    """M⁻¹ = the window's (co)variance, regularised towards 10⁻³·I as Stan does:
+    (w/(w + 5))·Σ + 10⁻³·5/(w + 5)."""
     w = stats.count.astype(jnp.float32)
-    var = jax.tree.map(lambda m2: m2 / jnp.maximum(w - 1.0, 1.0), stats.m2)
     shrink = w / (w + 5.0)
-    return jax.tree.map(lambda v: 1.0 / (shrink * v + 1e-3 * (1.0 - shrink)), var)
+    if jnp.ndim(stats.m2) == 2 and not isinstance(stats.m2, dict):
+        cov = stats.m2 / jnp.maximum(w - 1.0, 1.0)
+        eye = jnp.eye(cov.shape[0], dtype=cov.dtype)
+        return dense_mass(shrink * cov + 1e-3 * (1.0 - shrink) * eye)
+    var = jax.tree.map(lambda m2: m2 / jnp.maximum(w - 1.0, 1.0), stats.m2)
+    return Elementwise(jax.tree.map(lambda v: 1.0 / (shrink * v + 1e-3 * (1.0 - shrink)), var))
 
 
 def largest_curvature(
-    grad_fn: Callable[[PyTree], PyTree], theta: PyTree, mass: PyTree | None, key: jax.Array
+    grad_fn: Callable[[PyTree], PyTree], theta: PyTree, mass: Block | None, key: jax.Array
 ) -> jax.Array:
-    """λ_max of M^{−1/2} H M^{−1/2} by power iteration on Hessian-vector products of
-    ``grad_fn`` at θ (|λ| of the dominant eigenvalue: at a saddle the energy is not convex)."""
-    scale = jax.tree.map(jax.lax.rsqrt, mass) if mass is not None else None
-
-    def precondition(v: PyTree) -> PyTree:
-        return v if scale is None else jax.tree.map(jnp.multiply, scale, v)
+    """λ_max of Sᵀ H S, S a square root of M⁻¹ (the preconditioned Hessian), by power iteration
+    on Hessian-vector products of ``grad_fn`` at θ (|λ| of the dominant eigenvalue: at a saddle
+    the energy is not convex)."""
+    root = None if mass is None else mass.power(-0.5)
 
     def hvp(v: PyTree) -> PyTree:
-        return precondition(jax.jvp(grad_fn, (theta,), (precondition(v),))[1])
+        u = v if root is None else root.times(v)
+        hu = jax.jvp(grad_fn, (theta,), (u,))[1]
+        return hu if root is None else root.transpose().times(hu)
 
     def normalised(v: PyTree) -> PyTree:
         norm = jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree.leaves(v)))
@@ -211,15 +301,40 @@ def params_at(
     second_order: bool,
     backoff: jax.Array,
     friction_floor: Any = 0.0,
+    noise: Any = 0.0,
+    temperature: Any = 1.0,
 ) -> AdaptParams:
-    """(h, γ) from the curvature, h cut by the back-off factor, γ at least ``friction_floor``."""
-    h = step_from_curvature(curvature, second_order) * backoff
-    return AdaptParams(h, jnp.maximum(MOMENTUM_DECAY / h, friction_floor), mass, backoff)
+    """(h, γ) from the curvature and the gradient noise (module docstring), h cut by the
+    back-off factor, γ at least ``friction_floor``."""
+    h = step_from_curvature(curvature, second_order)
+    heat = jnp.where(temperature > 0, noise / (2.0 * NOISE_HEATING * temperature), 0.0)
+    if second_order:  # γ ≥ h·V/(2Tε) with h·γ ≤ 1; a thermostat's h·A ≤ ½ (ξ fluctuates)
+        h = jnp.minimum(h, jax.lax.rsqrt(jnp.maximum(heat, 1e-30)))
+        h = jnp.minimum(h, 0.5 / jnp.maximum(friction_floor, 1e-30))
+        h = h * backoff
+        friction = jnp.maximum(jnp.maximum(MOMENTUM_DECAY / h, h * heat), friction_floor)
+        return AdaptParams(h, friction, mass, backoff)
+    h = jnp.minimum(h, 1.0 / jnp.maximum(heat, 1e-30)) * backoff  # h·V/(2T) ≤ ε
+    return AdaptParams(h, MOMENTUM_DECAY / h, mass, backoff)
+
+
+def gradient_noise(grads: PyTree, mass: Block | None) -> jax.Array:
+    """V: the variance of the minibatch gradient across independent minibatches (``grads``, a
+    leading axis of K), in the preconditioned coordinates (Sᵀ∇Ũ, S·Sᵀ = M⁻¹), averaged over
+    coordinates."""
+    if mass is not None:
+        root = mass.power(-0.5).transpose()
+        grads = jax.vmap(root.times)(grads)
+    leaves = jax.tree.leaves(grads)
+    total = sum(jnp.sum(jnp.var(x, axis=0, ddof=1)) for x in leaves)
+    return total / sum(x[0].size for x in leaves)
 
 
 def friction_floor(kernel: Kernel, position: PyTree, temperature: Any) -> Any:
     """3·√(T/d) for thermostat kernels: the thermostat ξ fluctuates around its mean A with sd
-    √(T/d), and a negative ξ heats the momentum; with A ≥ 3 sd it rarely does (small d only)."""
+    √(T/d), and a negative ξ heats the momentum; with A ≥ 3 sd it rarely does (small d only).
+    The step is then held to h·A ≤ ½, so that the fluctuating friction step (1 − hξ) stays
+    contracting."""
     groups = innermost(kernel).recipe.groups
     if "scalar" not in groups.values():
         return 0.0
@@ -241,11 +356,16 @@ def back_off(params: AdaptParams, ok: jax.Array) -> AdaptParams:
 def frozen(kernel: Kernel, adapted: dict[str, Any], chain: int = 0) -> Kernel:
     """The constant kernel chain ``chain`` ran after burn-in: ``kernel`` (as built, without a
     step size) with ``samples.adapted``'s values, to reuse them or check them."""
-    mass = adapted.get("mass")
+    if "inverse_mass" in adapted:
+        mass = dense_mass(jnp.asarray(adapted["inverse_mass"][chain]))
+    elif "mass" in adapted:
+        mass = Elementwise(jax.tree.map(lambda m: jnp.asarray(m[chain]), adapted["mass"]))
+    else:
+        mass = None
     params = AdaptParams(
         jnp.asarray(adapted["step_size"][chain]),
         jnp.asarray(adapted.get("friction", adapted["step_size"])[chain]),
-        None if mass is None else jax.tree.map(lambda m: jnp.asarray(m[chain]), mass),
+        mass,
         jnp.ones(()),
     )
     return apply(kernel, params)

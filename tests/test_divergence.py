@@ -88,3 +88,15 @@ def test_temperature_schedule_going_negative_is_rejected():
     )
     with pytest.raises(ValueError, match=r"temperature.*step 100[01]"):
         bdl.sample(bdl.compile(model), bdl.kernels.sgld(0.01), num_steps=2_000)
+
+
+def test_cli_sample_exits_3_naming_the_diverged_chains(tmp_path, capsys):
+    from bdl.cli.main import main
+
+    out = tmp_path / "draws.npz"
+    args = ["sample", "linear_regression", "--kernel", "sgld", "--hyper", "step_size=10.0"]
+    args += ["--steps", "300", "--burn-in", "0", "--thin", "1", "--chains", "2"]
+    assert main([*args, "--out", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert "2 of 2 chains diverged (chain 0 at step" in err
+    assert out.is_file()  # what was collected is saved

@@ -22,7 +22,6 @@ import abc
 from typing import Any
 
 import equinox as eqx
-import jax
 
 from bdl.kernels.recipe import Recipe
 
@@ -66,7 +65,3 @@ class NoHistory(History):
 
     def condition(self, recipe: Recipe, state: PyTree) -> Recipe:
         return recipe
-
-
-def tree_zeros(position: PyTree) -> PyTree:
-    return jax.tree.map(lambda x: x * 0, position)

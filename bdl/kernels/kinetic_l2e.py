@@ -25,7 +25,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from bdl.kernels.blocks import Block, GroupKind, Scalar
+from bdl.kernels.blocks import Block, Scalar
 from bdl.kernels.elementwise_mlp import (
     ElementwiseMLP,
     MetaParams,
@@ -34,9 +34,9 @@ from bdl.kernels.elementwise_mlp import (
 )
 from bdl.kernels.integrators import SymplecticEuler
 from bdl.kernels.parameterisation import step_and_friction
-from bdl.kernels.recipe import Context, Recipe, State
+from bdl.kernels.recipe import State
 from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
-from bdl.kernels.sghmc import check_init_momentum
+from bdl.kernels.sghmc import UnitMassMomentum, check_init_momentum
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -57,24 +57,16 @@ def init_kinetic_l2e_params(
     return {"f": init_mlp(key, (1, *hidden, 1), activation=activation, final_scale=final_scale)}
 
 
-class KineticL2ERecipe(Recipe):
+class KineticL2ERecipe(UnitMassMomentum):
     """g = ½‖r − f_φ(θ)‖², D = diag(0, C), Q = [[0, −I], [I, 0]]."""
 
     net: ElementwiseMLP
-    friction: Block = Scalar(1.0)
+    friction: Block = eqx.field(default=Scalar(1.0), kw_only=True)
     init_momentum: str = eqx.field(static=True, default="zero")
 
     @property
     def meta_params(self) -> MetaParams:
         return {"f": self.net}
-
-    @property
-    def groups(self) -> dict[str, GroupKind]:
-        return {"theta": "elementwise", "r": "elementwise"}
-
-    @property
-    def state_dependent(self) -> bool:
-        return False
 
     def shift(self, theta: PyTree) -> PyTree:
         """f_φ(θ), the learned mean of r given θ."""
@@ -88,19 +80,10 @@ class KineticL2ERecipe(Recipe):
             for r, m in zip(jax.tree.leaves(z["r"]), jax.tree.leaves(f), strict=True)
         )
 
-    def diffusion(self, z: State, ctx: Context) -> dict[str, Block]:
-        return {"r": self.friction}
-
-    def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
-        return {("theta", "r"): Scalar(-1.0), ("r", "theta"): Scalar(1.0)}
-
     def init_aux(self, position: PyTree, key: jax.Array) -> State:
         if self.init_momentum == "zero":
             return {"r": jax.tree.map(jnp.zeros_like, position)}
         return {"r": jax.tree.map(jnp.add, self.shift(position), tree_normal_like(key, position))}
-
-    def with_friction(self, friction: float) -> KineticL2ERecipe:
-        return eqx.tree_at(lambda r: r.friction, self, Scalar(friction))
 
 
 def kinetic_l2e(
@@ -129,5 +112,5 @@ def kinetic_l2e(
     )
     step, friction = step_and_friction("kinetic-l2e", step_size, friction, learning_rate, momentum)
     check_init_momentum(init_momentum, "kinetic-l2e")
-    recipe = KineticL2ERecipe(params["f"], Scalar(friction), init_momentum)
+    recipe = KineticL2ERecipe(params["f"], friction=Scalar(friction), init_momentum=init_momentum)
     return RecipeKernel(recipe, step, SymplecticEuler(), name="kinetic-l2e")

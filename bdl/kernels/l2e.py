@@ -34,7 +34,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from bdl.kernels.blocks import Block, GroupKind, Scalar
+from bdl.kernels.blocks import Block, Scalar
 from bdl.kernels.elementwise_mlp import (
     ElementwiseMLP,
     MetaParams,
@@ -44,9 +44,9 @@ from bdl.kernels.elementwise_mlp import (
 from bdl.kernels.history import History
 from bdl.kernels.integrators import SymplecticEuler
 from bdl.kernels.parameterisation import step_and_friction
-from bdl.kernels.recipe import Context, Recipe, State
+from bdl.kernels.recipe import Recipe, State
 from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
-from bdl.kernels.sghmc import check_init_momentum
+from bdl.kernels.sghmc import UnitMassMomentum, check_init_momentum
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -101,12 +101,12 @@ def learned_field(
     return alpha, beta
 
 
-class L2ERecipe(Recipe):
+class L2ERecipe(UnitMassMomentum):
     """SGHMC's D = diag(0, C) and Q = [[0, −I], [I, 0]] with the kinetic field (α_φ, β_φ) in
     place of ∇g, at fixed gradient features (set by :class:`GradientAverages`)."""
 
     net: ElementwiseMLP
-    friction: Block = Scalar(1.0)
+    friction: Block = eqx.field(default=Scalar(1.0), kw_only=True)
     grad: PyTree = None
     emas: tuple[PyTree, ...] = ()
     init_momentum: str = eqx.field(static=True, default="zero")
@@ -115,14 +115,6 @@ class L2ERecipe(Recipe):
     def meta_params(self) -> MetaParams:
         return {"net": self.net}
 
-    @property
-    def groups(self) -> dict[str, GroupKind]:
-        return {"theta": "elementwise", "r": "elementwise"}
-
-    @property
-    def state_dependent(self) -> bool:
-        return False
-
     def kinetic(self, z: State) -> jax.Array:
         return 0.5 * sum(jnp.sum(r * r) for r in jax.tree.leaves(z["r"]))
 
@@ -130,19 +122,10 @@ class L2ERecipe(Recipe):
         alpha, beta = learned_field(self.net, z["theta"], z["r"], self.grad, self.emas)
         return {"theta": alpha, "r": beta}
 
-    def diffusion(self, z: State, ctx: Context) -> dict[str, Block]:
-        return {"r": self.friction}
-
-    def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
-        return {("theta", "r"): Scalar(-1.0), ("r", "theta"): Scalar(1.0)}
-
     def init_aux(self, position: PyTree, key: jax.Array) -> State:
         if self.init_momentum == "zero":
             return {"r": jax.tree.map(jnp.zeros_like, position)}
         return {"r": tree_normal_like(key, position)}
-
-    def with_friction(self, friction: float) -> L2ERecipe:
-        return eqx.tree_at(lambda r: r.friction, self, Scalar(friction))
 
 
 class GradientHistory(NamedTuple):
@@ -201,5 +184,5 @@ def l2e(
     params = resolve_meta_params("l2e", meta_params, seed, init_l2e_params, NETWORKS)
     step, friction = step_and_friction("l2e", step_size, friction, learning_rate, momentum)
     check_init_momentum(init_momentum, "l2e")
-    recipe = L2ERecipe(params["net"], Scalar(friction), init_momentum=init_momentum)
+    recipe = L2ERecipe(params["net"], friction=Scalar(friction), init_momentum=init_momentum)
     return RecipeKernel(recipe, step, SymplecticEuler(), GradientAverages(), name="l2e")

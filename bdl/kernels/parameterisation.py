@@ -27,11 +27,6 @@ def langevin_from_sgd(learning_rate: float, momentum: float, n: float) -> tuple[
     return math.sqrt(learning_rate / n), (1.0 - momentum) * math.sqrt(n / learning_rate)
 
 
-def sgd_from_langevin(step_size: float, friction: float, n: float) -> tuple[float, float]:
-    """The inverse map: ℓ = h²n, β = 1 − γh."""
-    return step_size * step_size * float(n), 1.0 - friction * step_size
-
-
 def learning_rate_or_step(name: str, step_size: Any, learning_rate: Any, momentum: Any) -> Any:
     """``step_size``, or :class:`LearningRate` when (ℓ, β) is given; ``ValueError`` naming the
     argument when both or an invalid pair is given (ℓ > 0, β ∈ [0, 1))."""

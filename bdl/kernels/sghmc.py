@@ -88,6 +88,31 @@ class Hamiltonian(Recipe):
         return Hamiltonian(Scalar(friction), self.mass, self.init_momentum)
 
 
+class UnitMassMomentum(Recipe):
+    """The part of SGHMC's recipe the learned kernels keep: z = (θ, r), unit mass,
+    D = diag(0, C), Q = [[0, −I], [I, 0]], C constant (subclasses declare ``friction`` and
+    the kinetic energy)."""
+
+    friction: eqx.AbstractVar[Block]
+
+    @property
+    def groups(self) -> dict[str, GroupKind]:
+        return {"theta": "elementwise", "r": "elementwise"}
+
+    @property
+    def state_dependent(self) -> bool:
+        return False
+
+    def diffusion(self, z: State, ctx: Context) -> dict[str, Block]:
+        return {"r": self.friction}
+
+    def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
+        return {("theta", "r"): Scalar(-1.0), ("r", "theta"): Scalar(1.0)}
+
+    def with_friction(self, friction: Any) -> UnitMassMomentum:
+        return eqx.tree_at(lambda r: r.friction, self, Scalar(friction))
+
+
 def diagonal(value: Any, name: str, owner: str) -> Block:
     """A positive constant diagonal from a number (:class:`Scalar`) or a θ-shaped pytree
     (:class:`Elementwise`); ``ValueError`` naming ``name`` for a number ≤ 0."""

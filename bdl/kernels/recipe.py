@@ -88,6 +88,12 @@ class Recipe(eqx.Module):
         them."""
         return z
 
+    def warmup_guarded(self, z: State, step_size: Any) -> State:
+        """The state warm-up continues from after a step of size h: unchanged unless an
+        auxiliary variable can leave the integrator's stable region while the chain is still far
+        from the posterior (warm-up need not be exact; the sampling phase never calls this)."""
+        return z
+
     def observables(self, z: State) -> dict[str, PyTree]:
         """Named functions of the state a kernel may collect with its draws (e.g. the momentum)."""
         return {}

@@ -105,6 +105,13 @@ class Thermostat(Recipe):
         make hξ ≥ 2 at a new, larger h, and r ← (1 − hξ)r would blow up."""
         return {**z, "xi": jnp.asarray(self.diffusion_constant, jnp.result_type(z["xi"]))}
 
+    def warmup_guarded(self, z: State, step_size: Any) -> State:
+        """ξ ≤ 1/h: far from the posterior a release of potential energy can throw ξ so high that
+        the friction step r ← (1 − hξ)r, explicit as in Ding et al., overshoots and the next
+        kinetic energy is larger still (seen: ξ from 1.7 to 900 in one step, then 10²²). Held to
+        hξ ≤ 1, the step only damps, as SGHMC's does at hγ = 1."""
+        return {**z, "xi": jnp.minimum(z["xi"], 1.0 / step_size)}
+
     def with_mass(self, mass: Block) -> Thermostat:
         return dataclasses.replace(self, mass=mass)
 

@@ -22,6 +22,7 @@ import numpy as np
 from bdl.compile.target import Target
 from bdl.kernels.base import Info, Kernel
 from bdl.kernels.blocks import DenseMass
+from bdl.kernels.recipe_kernel import RecipeState
 from bdl.sampling import warmup
 from bdl.sampling.chain import run_chain
 from bdl.sampling.checks import check_run, check_schedules
@@ -214,6 +215,8 @@ def _run_chunk(
         batch, stream = target.next_batch(c.streams, t)
         grad_fn = partial(target.stochastic_energy_and_grad, batch=batch)
         state, info = k.step(jax.random.fold_in(ckey, t), c.states, grad_fn, h, temperature)
+        if adapting and isinstance(state, RecipeState):
+            state = state._replace(z=warmup.innermost(k).recipe.warmup_guarded(state.z, h))
         ok = jnp.isfinite(info.energy) & jnp.isfinite(info.grad_norm) & _finite(state)
         move = ok & ~c.status.diverged
         state = jax.tree.map(lambda new, old: jnp.where(move, new, old), state, c.states)

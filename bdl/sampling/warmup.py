@@ -7,8 +7,8 @@ with a new diagonal mass from the variance of θ over the window; a final fast w
 re-adapts the step size to the last mass. At the end of every window:
 
 * **mass** (slow windows; kernels whose recipe takes a mass and whose preconditioner is the
-  identity): M⁻¹ = the window's covariance of θ, regularised towards 10⁻³·I as Stan does,
-  (w/(w + 5))·Σ + 10⁻³·5/(w + 5) for w steps — dense (a :class:`DenseMass`, held as the Cholesky
+  identity): M⁻¹ = the window's covariance of θ, its correlations shrunk by w/(w + 5) for w
+  steps (:func:`window_mass`) — dense (a :class:`DenseMass`, held as the Cholesky
   factor of M⁻¹) for at most :data:`DENSE_MAX_DIM` parameters, else diagonal (per coordinate);
 * **step size** (also every :data:`STEP_EVERY` steps within a window): from λ_max, the largest
   eigenvalue of the preconditioned Hessian M^{−1/2}HM^{−1/2} of the minibatch energy at the
@@ -30,7 +30,9 @@ re-adapts the step size to the last mass. At the end of every window:
 
 A step that gives a non-finite energy, gradient or state during warm-up is rejected and that
 chain's step size halved (a start far from the posterior can be much stiffer than its
-curvature at the start suggested). After burn-in the values are frozen: the sampling phase runs
+curvature at the start suggested), and after every step the recipe may pull an auxiliary
+variable back into the integrator's stable region (:meth:`Recipe.warmup_guarded`: SGNHT's
+thermostat is held to hξ ≤ 1). After burn-in the values are frozen: the sampling phase runs
 the kernel with constant (h, M, γ) per chain, a constant recipe, so the checker's verdict on
 that frozen kernel (:func:`adapted_kernel`) is the kernel's own.
 """
@@ -231,10 +233,21 @@ def empty_stats(position: PyTree, dense_mass: bool) -> Welford:
     return Welford(jnp.zeros((), jnp.int32), zeros, zeros)
 
 
+def _is_dense(stats: Welford) -> bool:
+    """Whether ``stats`` are of the flattened θ (a (d,) mean and a (d, d) sum of products)."""
+    mean, m2 = stats.mean, stats.m2
+    return (
+        isinstance(m2, jax.Array | np.ndarray)
+        and isinstance(mean, jax.Array | np.ndarray)
+        and mean.ndim == 1
+        and m2.shape == (mean.size, mean.size)
+    )
+
+
 def accumulate(stats: Welford, x: PyTree) -> Welford:
     """Welford's update with one more θ."""
     count = stats.count + 1
-    if jnp.ndim(stats.m2) == 2 and not isinstance(stats.m2, dict):
+    if _is_dense(stats):
         flat = ravel_pytree(x)[0]
         delta = flat - stats.mean
         mean = stats.mean + delta / count
@@ -246,16 +259,22 @@ def accumulate(stats: Welford, x: PyTree) -> Welford:
 
 
 def window_mass(stats: Welford) -> Block:
-    """M⁻¹ = the window's (co)variance, regularised towards 10⁻³·I as Stan does:
-    (w/(w + 5))·Σ + 10⁻³·5/(w + 5)."""
+    """M⁻¹ = the window's (co)variance Σ over w steps. A dense Σ is shrunk towards its own
+    diagonal, (w/(w + 5))·Σ + (5/(w + 5))·diag Σ, which keeps it positive definite and, unlike
+    Stan's shrinkage towards 10⁻³·I, is equivariant under rescaling a coordinate: posterior sds
+    of 10⁻⁴ (a coefficient of a predictor in the thousands) are not swamped. Variances are
+    floored at 10⁻¹² of the largest (a coordinate that did not move in the window)."""
     w = stats.count.astype(jnp.float32)
     shrink = w / (w + 5.0)
-    if jnp.ndim(stats.m2) == 2 and not isinstance(stats.m2, dict):
+    if _is_dense(stats):
         cov = stats.m2 / jnp.maximum(w - 1.0, 1.0)
-        eye = jnp.eye(cov.shape[0], dtype=cov.dtype)
-        return dense_mass(shrink * cov + 1e-3 * (1.0 - shrink) * eye)
+        var = jnp.diagonal(cov)
+        var = jnp.maximum(var, 1e-12 * jnp.max(var) + 1e-30)
+        cov = shrink * cov + (1.0 - shrink) * jnp.diag(jnp.diagonal(cov))
+        return dense_mass(cov + jnp.diag(var - jnp.diagonal(cov)))
     var = jax.tree.map(lambda m2: m2 / jnp.maximum(w - 1.0, 1.0), stats.m2)
-    return Elementwise(jax.tree.map(lambda v: 1.0 / (shrink * v + 1e-3 * (1.0 - shrink)), var))
+    largest = jnp.max(jnp.stack([jnp.max(v) for v in jax.tree.leaves(var)]))
+    return Elementwise(jax.tree.map(lambda v: 1.0 / jnp.maximum(v, 1e-12 * largest + 1e-30), var))
 
 
 def largest_curvature(

@@ -59,23 +59,40 @@ def test_chains_are_independent(target):
 
 
 def test_interrupt_keeps_collected_draws(target, monkeypatch):
-    """Ctrl-C during sampling returns the draws of the chunks already finished."""
-    monkeypatch.setattr(run_module, "_MAX_CHUNK_DRAWS", 2)
+    """Ctrl-C during sampling returns the draws of the calls already finished, equal to the
+    first draws of the uninterrupted run. Calls are kept short (one draw each) so that the
+    interruption comes after four draws."""
+    monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 4)
+    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
     real = run_module._run_chunk
-    calls = {"n": 0}
+    calls = {"draws": 0}
 
     def flaky(*args):
-        calls["n"] += 1
-        if calls["n"] == 5:  # 2 burn-in chunks (8 + 2 steps), 2 sampling chunks, Ctrl-C
-            raise KeyboardInterrupt
+        t, draws = int(args[4]), int(args[5])
+        if t >= 10:  # sampling: four one-draw calls, then Ctrl-C
+            if calls["draws"] == 4:
+                raise KeyboardInterrupt
+            calls["draws"] += draws
         return real(*args)
 
     monkeypatch.setattr(run_module, "_run_chunk", flaky)
     with pytest.warns(UserWarning, match="interrupted"):
         s = _run(target)
-    assert s.interrupted and s.num_draws == 4
+    assert s.interrupted and s.num_draws == 4 and s.steps_done == 26
+    monkeypatch.setattr(run_module, "_run_chunk", real)
     full = _run(target)
     np.testing.assert_array_equal(s.positions["net"]["w"], full.positions["net"]["w"][:, :4])
+
+
+def test_call_sizes_do_not_change_draws(target, monkeypatch):
+    """Calls of one step, or of part of a draw, give the draws of calls of many draws."""
+    whole = _run(target)
+    monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 3)  # 3 steps: draws of 4 split
+    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
+    split = _run(target)
+    np.testing.assert_array_equal(whole.positions["net"]["w"], split.positions["net"]["w"])
+    np.testing.assert_array_equal(whole.info["energy"], split.info["energy"])
+    np.testing.assert_array_equal(whole.steps, split.steps)
 
 
 def test_arviz_conversion(target):

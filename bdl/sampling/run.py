@@ -9,9 +9,17 @@ so results do not depend on the chunking and the same seed gives bitwise-identic
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import os
+import signal
 import sys
+import threading
+import time
 import warnings
+from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -23,6 +31,7 @@ from bdl.compile.target import Target
 from bdl.kernels.base import Info, Kernel
 from bdl.kernels.blocks import DenseMass
 from bdl.kernels.recipe_kernel import RecipeState
+from bdl.sampling import checkpoint as checkpoint_io
 from bdl.sampling import warmup
 from bdl.sampling.chain import run_chain
 from bdl.sampling.checks import check_run, check_schedules
@@ -38,30 +47,41 @@ def sample(
     target: Target,
     kernel: Kernel,
     *,
-    num_steps: int,
-    burn_in: int = 0,
-    thin: int = 1,
-    num_chains: int = 1,
-    seed: int = 0,
+    num_steps: int | None = None,
+    burn_in: int | None = None,
+    thin: int | None = None,
+    num_chains: int | None = None,
+    seed: int | None = None,
     init: Any = "auto",
     progress: bool | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: float = 60.0,
+    resume: str | os.PathLike | None = None,
 ) -> Samples:
     """Draw samples of ``target`` with ``kernel``.
 
     Args:
         target: a compiled model or potential (``bdl.compile``).
         kernel: a kernel object, e.g. ``bdl.kernels.get("sghmc", step_size=1e-3)``.
-        num_steps: total steps per chain, burn-in included.
-        burn_in: steps discarded before collection starts.
-        thin: keep the state after every ``thin``-th step after burn-in.
-        num_chains: independent chains, run under ``vmap``.
-        seed: the run's seed; the same seed gives bitwise-identical draws.
+        num_steps: total steps per chain, burn-in included (with ``resume``: default the
+            checkpoint's; larger extends a finished run).
+        burn_in: steps discarded before collection starts (default 0).
+        thin: keep the state after every ``thin``-th step after burn-in (default 1).
+        num_chains: independent chains, run under ``vmap`` (default 1).
+        seed: the run's seed (default 0); the same seed gives bitwise-identical draws.
         init: initial positions (see ``target.init_positions``).
         progress: print steps/s and ETA to stderr (default: when stderr is a terminal).
+        checkpoint: a directory to keep the run's state in (docs/saving.md), written every
+            ``checkpoint_every`` seconds, at the end and when the run is interrupted.
+        checkpoint_every: seconds between checkpoints (0: after every chunk of about 0.5 s).
+        resume: a checkpoint directory to continue from (and to go on checkpointing into);
+            ``burn_in``, ``thin``, ``num_chains`` and ``seed`` are the checkpoint's, and giving
+            a different value is an error. The draws are bitwise those of an uninterrupted run.
 
     Returns:
-        :class:`Samples` with ``(chain, draw)`` axes. Ctrl-C stops the run after the current chunk
-        and returns what was collected, with ``interrupted=True``.
+        :class:`Samples` with ``(chain, draw)`` axes. Ctrl-C (or SIGTERM) stops the run within
+        about a second and returns what was collected, with ``interrupted=True``; the
+        checkpoint, if any, is written first.
     """
     if not isinstance(target, Target):
         raise TypeError(
@@ -72,18 +92,69 @@ def sample(
             "sample(kernel=...) must be a bdl kernel, e.g. "
             f"bdl.kernels.get('sghmc', step_size=1e-3); got {type(kernel).__name__}."
         )
+    saved = None
+    if resume is not None:
+        directory = checkpoint_io.check_directory(resume, "resume")
+        if checkpoint is not None and Path(checkpoint) != directory:
+            raise ValueError(
+                f"resume={str(resume)!r} and checkpoint={str(checkpoint)!r}: a resumed run goes "
+                "on checkpointing into the directory it resumes; leave checkpoint out."
+            )
+        saved = checkpoint_io.read(directory)
+        num_steps, burn_in, thin, num_chains, seed = _resumed_settings(
+            saved, directory, num_steps, burn_in, thin, num_chains, seed
+        )
+    elif checkpoint is not None:
+        directory = checkpoint_io.check_directory(checkpoint, "checkpoint")
+        if checkpoint_io.exists(directory):
+            raise ValueError(
+                f"checkpoint={str(checkpoint)!r} already holds a run; pass resume= to continue "
+                "it, or give an empty directory."
+            )
+    else:
+        directory = None
+    if num_steps is None:
+        raise TypeError("sample() needs num_steps (total steps per chain, burn-in included).")
+    burn_in = 0 if burn_in is None else burn_in
+    thin = 1 if thin is None else thin
+    num_chains = 1 if num_chains is None else num_chains
+    seed = 0 if seed is None else seed
     num_draws = check_run(num_steps, burn_in, thin, num_chains)
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int | float):
+        raise TypeError(f"checkpoint_every must be seconds (a float); got {checkpoint_every!r}.")
+    if not checkpoint_every >= 0:
+        raise ValueError(f"checkpoint_every must be >= 0 seconds; got {checkpoint_every}.")
     kernel = kernel.bind(target)
     adapting = warmup.needs_adaptation(kernel)
     check_schedules(target, kernel, num_steps, adapting)
     schedule = warmup.windows(burn_in) if adapting else []
     progress = sys.stderr.isatty() if progress is None else progress
+    header = {
+        "bdl_version": _version(),
+        "model": getattr(target, "name", type(target).__name__),
+        "kernel": kernel.name,
+        "kernel_fingerprint": checkpoint_io.fingerprint(kernel),
+        "settings": {
+            "num_steps": num_steps,
+            "burn_in": burn_in,
+            "thin": thin,
+            "num_chains": num_chains,
+            "seed": seed,
+            "init": init if isinstance(init, str) else "<positions>",
+        },
+    }
+    if saved is not None:
+        _check_same_run(saved.header, header, directory)
 
     key = jax.random.key(seed)
     key_adapt = jax.random.fold_in(key, 1)  # warm-up's own stream: the rest as without it
     _, chains, chain_keys = _setup(target, kernel, key, num_chains, init)
-    if adapting:
+    if adapting and saved is None:
         chains = _start_adaptation(target, kernel, chains, jax.random.fold_in(key_adapt, 0))
+    elif adapting:
+        chains = jax.eval_shape(
+            lambda: _start_adaptation(target, kernel, chains, jax.random.fold_in(key_adapt, 0))
+        )
 
     draw_bytes = (
         4
@@ -99,50 +170,248 @@ def sample(
     cap = max(1, min(_MAX_CHUNK_DRAWS, _CHUNK_BYTES // max(draw_bytes, 1)))
     chunk = int(min(cap, 1 << (num_draws - 1).bit_length()))
 
-    collected: list[tuple[Any, Any, np.ndarray, np.ndarray]] = []
-    meter = Progress(num_steps, progress, label=kernel.name)
-    t = 0
+    loop = _Loop(chains, 0, ())
+    parts = 0
+    if saved is not None:
+        out_shape = jax.eval_shape(
+            lambda: _run_chunk(target, kernel, chains, chain_keys, *_ints(0, 0, 1), chunk)[1]
+        )
+        treedef = jax.tree.structure(out_shape)
+        collected = tuple(jax.tree.unflatten(treedef, leaves) for leaves in saved.parts)
+        restored = checkpoint_io.restore(chains, saved.carry, directory)
+        loop, parts = _Loop(restored, saved.step, collected), len(collected)
+    writer = (
+        None
+        if directory is None
+        else _Checkpointer(directory, checkpoint_every, header, parts, len(loop.collected))
+    )
+
+    end = burn_in + num_draws * thin
+    points = _adaptation_points(schedule)
+    boundaries = sorted(points)
+    sizer = _ChunkSizer()
+    meter = Progress(num_steps, progress, label=kernel.name, start=loop.t)
     interrupted = False
     try:
-        for w, window in enumerate(schedule):
-            end = t + window.length
-            while t < end:
-                n = min(end - t, chunk * thin, warmup.STEP_EVERY)
-                chains, _ = _run_chunk(
-                    target, kernel, chains, chain_keys, *_ints(t, 1, n), chunk, True
-                )
-                t += n
-                meter.update(t)
-                k_adapt = jax.random.fold_in(key_adapt, t)
-                last = t == end
-                final = w == len(schedule) - 1
-                chains = _adapt(
-                    target, kernel, chains, k_adapt, window.slow and last, last, final, *_ints(t)
-                )
-        while t < burn_in:
-            n = min(burn_in - t, chunk * thin)
-            chains, _ = _run_chunk(target, kernel, chains, chain_keys, *_ints(t, 1, n), chunk)
-            jax.block_until_ready(chains)
-            t += n
-            meter.update(t)
-        done = 0
-        while done < num_draws:
-            n = min(num_draws - done, chunk)
-            chains, out = _run_chunk(target, kernel, chains, chain_keys, *_ints(t, n, thin), chunk)
-            out = jax.device_get(out)
-            collected.append(jax.tree.map(lambda a, n=n: a[:n], out))
-            t += n * thin
-            done += n
-            meter.update(t)
+        with _termination_as_interrupt():
+            while loop.t < end:
+                loop = _advance(
+                    target, kernel, loop, chain_keys, key_adapt, chunk, sizer, adapting,
+                    burn_in, thin, end, points, boundaries,
+                )  # fmt: skip
+                meter.update(loop.t)
+                if writer is not None and writer.due():
+                    writer.save(loop)
+            if writer is not None:
+                writer.save(loop)
     except KeyboardInterrupt:
         interrupted = True
+        if writer is not None:
+            writer.save(loop)
         warnings.warn(
-            f"sampling interrupted after {t} steps; returning the draws collected so far.",
+            f"sampling interrupted after {loop.t} steps; returning the draws collected so far"
+            + (f" (checkpoint in {directory})." if writer is not None else "."),
             stacklevel=2,
         )
     finally:
-        meter.close(t)
-    return _assemble(collected, kernel, t, interrupted, chains)
+        meter.close(loop.t)
+    return _assemble(list(loop.collected), kernel, loop.t, interrupted, loop.chains)
+
+
+class _Loop(NamedTuple):
+    """The sampling loop's progress, replaced in one assignment so that an interruption never
+    sees the carry, the step counter and the draws out of step with one another."""
+
+    chains: Any
+    t: int
+    collected: tuple
+
+
+def _advance(
+    target: Target,
+    kernel: Kernel,
+    loop: _Loop,
+    chain_keys: jax.Array,
+    key_adapt: jax.Array,
+    chunk: int,
+    sizer: _ChunkSizer,
+    adapting: bool,
+    burn_in: int,
+    thin: int,
+    end: int,
+    points: dict[int, tuple[bool, bool, bool]],
+    boundaries: list[int],
+) -> _Loop:
+    """One call of the compiled loop, about :data:`_ChunkSizer.TARGET_SECONDS` long: burn-in up
+    to the next adaptation point (where warm-up then adapts), or whole draws, or part of a draw
+    whose ``thin`` steps take longer than that. Every call boundary is invisible in the draws."""
+    t, budget = loop.t, sizer.budget()
+    started = time.perf_counter()
+    if t < burn_in:
+        warming = adapting and t < boundaries[-1] if boundaries else False
+        stop = boundaries[bisect.bisect_right(boundaries, t)] if warming else burn_in
+        n = min(budget, stop - t)
+        chains, _ = _run_chunk(
+            target, kernel, loop.chains, chain_keys, *_ints(t, 1, n), chunk, warming
+        )
+        jax.block_until_ready(chains)
+        sizer.record(n, time.perf_counter() - started)
+        if warming and t + n == stop:
+            new_mass, window_end, final = points[stop]
+            k_adapt = jax.random.fold_in(key_adapt, stop)
+            chains = _adapt(
+                target, kernel, chains, k_adapt, new_mass, window_end, final, *_ints(stop)
+            )
+            jax.block_until_ready(chains)
+        return _Loop(chains, t + n, loop.collected)
+    to_boundary = thin - (t - burn_in) % thin
+    if to_boundary == thin and thin <= budget:
+        draws, steps = min(budget // thin, chunk, (end - t) // thin), thin
+    else:
+        draws, steps = 1, min(budget, to_boundary)
+    chains, out = _run_chunk(
+        target, kernel, loop.chains, chain_keys, *_ints(t, draws, steps), chunk
+    )
+    collected = loop.collected
+    if steps == to_boundary:  # the last step of a draw was run
+        out = jax.device_get(jax.tree.map(lambda a: a[:draws], out))
+        collected = (*collected, out)
+    jax.block_until_ready(chains)
+    sizer.record(draws * steps, time.perf_counter() - started)
+    return _Loop(chains, t + draws * steps, collected)
+
+
+class _ChunkSizer:
+    """Steps per call of the compiled loop, so that one call takes about ``TARGET_SECONDS``:
+    Ctrl-C, which Python sees between calls, answers within about a second, and a checkpoint
+    can be written between any two calls. The first call (it compiles) is short; the size then
+    follows the measured time per step, growing at most fourfold per call."""
+
+    TARGET_SECONDS = 0.5
+    FIRST = 16
+
+    def __init__(self) -> None:
+        self.steps = self.FIRST
+
+    def budget(self) -> int:
+        return self.steps
+
+    def record(self, steps: int, seconds: float) -> None:
+        per_step = max(seconds, 1e-9) / max(steps, 1)
+        want = int(self.TARGET_SECONDS / per_step)
+        self.steps = max(1, min(want, 4 * max(steps, self.steps)))
+
+
+class _Checkpointer:
+    """Writes the loop's state to a checkpoint directory (:mod:`bdl.sampling.checkpoint`) at
+    most every ``every`` seconds, with the draws collected since the last write as a new part."""
+
+    def __init__(
+        self, directory: Path, every: float, header: dict, parts: int, written: int
+    ) -> None:
+        self.directory, self.every, self.header = directory, every, header
+        self.parts, self.written = parts, written
+        self.last = time.perf_counter()
+
+    def due(self) -> bool:
+        return time.perf_counter() - self.last >= self.every
+
+    def save(self, loop: _Loop) -> None:
+        new = loop.collected[self.written :]
+        leaves = None
+        if new:
+            merged = jax.tree.map(lambda *a: np.concatenate(a, axis=0), *new)
+            leaves = checkpoint_io.host_leaves(merged)
+        self.parts = checkpoint_io.write(
+            self.directory, loop.chains, loop.t, leaves, self.parts, self.header
+        )
+        self.written = len(loop.collected)
+        self.last = time.perf_counter()
+
+
+def _adaptation_points(schedule: list[warmup.Window]) -> dict[int, tuple[bool, bool, bool]]:
+    """Steps after which warm-up adapts, fixed by the schedule alone (never by how the run is cut
+    into calls): every :data:`warmup.STEP_EVERY` steps within a window and at its end. Each maps
+    to (new mass, window end, final window)."""
+    points: dict[int, tuple[bool, bool, bool]] = {}
+    start = 0
+    for w, window in enumerate(schedule):
+        stop = start + window.length
+        final = w == len(schedule) - 1
+        for p in range(start + warmup.STEP_EVERY, stop, warmup.STEP_EVERY):
+            points[p] = (False, False, final)
+        points[stop] = (window.slow, True, final)
+        start = stop
+    return points
+
+
+def _resumed_settings(
+    saved: checkpoint_io.Checkpoint,
+    directory: Path,
+    num_steps: int | None,
+    burn_in: int | None,
+    thin: int | None,
+    num_chains: int | None,
+    seed: int | None,
+) -> tuple[int, int, int, int, int]:
+    """The run's settings from the checkpoint; a given value that differs is an error."""
+    settings = saved.header.get("settings", {})
+    given = {"burn_in": burn_in, "thin": thin, "num_chains": num_chains, "seed": seed}
+    for name, value in given.items():
+        if value is not None and value != settings.get(name):
+            raise ValueError(
+                f"resume: {name}={value!r} conflicts with the checkpoint in {directory}, which "
+                f"has {name}={settings.get(name)!r}; leave {name} out to go on with the run."
+            )
+    num_steps = settings["num_steps"] if num_steps is None else num_steps
+    if isinstance(num_steps, int) and num_steps < saved.step:
+        raise ValueError(
+            f"resume: num_steps={num_steps} is smaller than the {saved.step} steps the "
+            f"checkpoint in {directory} has done; give at least {saved.step}."
+        )
+    return (
+        num_steps,
+        settings["burn_in"],
+        settings["thin"],
+        settings["num_chains"],
+        settings["seed"],
+    )
+
+
+def _check_same_run(saved: dict, current: dict, directory: Path) -> None:
+    """A checkpoint goes on only with the model and kernel it was written by."""
+    for name, what in (("model", "model"), ("kernel", "kernel"), ("kernel_fingerprint", None)):
+        if saved.get(name) != current[name]:
+            written = f"{what} {saved.get(name)!r}" if what else "another kernel configuration"
+            now = f"{current[name]!r}" if what else "this one"
+            raise ValueError(
+                f"resume: the checkpoint in {directory} was written by {written}, not {now}; "
+                "pass the model and kernel (with the same hyper-parameters) it was started with."
+            )
+
+
+@contextlib.contextmanager
+def _termination_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler's stop) handled as Ctrl-C: the loop stops between calls, writes its
+    checkpoint and returns what it has. Only in the main thread, where signals are delivered."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _version() -> str:
+    from bdl import __version__
+
+    return __version__
 
 
 class Status(NamedTuple):

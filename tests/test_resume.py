@@ -1,0 +1,155 @@
+"""Checkpoint and resume: a run interrupted at any point (Ctrl-C, SIGTERM, a killed process) and
+resumed, or a finished run extended, gives bitwise the draws of the uninterrupted run."""
+
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import jax
+import numpy as np
+import pytest
+
+import bdl
+
+run_module = importlib.import_module("bdl.sampling.run")
+
+MODEL = textwrap.dedent(
+    """
+    import jax.numpy as jnp
+    import numpy as np
+
+    import bdl
+
+
+    def build():
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(60, 2)).astype(np.float32)
+        y = (x @ np.array([1.0, -1.0]) + 0.3 * rng.normal(size=60)).astype(np.float32)
+        model = bdl.Model(
+            network=lambda p, x: x @ p["w"],
+            params={"w": jnp.zeros(2)},
+            likelihood=bdl.Gaussian(0.3),
+        )
+        return bdl.compile(model, (x, y), batch_size=20)
+    """
+)
+namespace: dict = {}
+exec(MODEL, namespace)
+build = namespace["build"]
+
+
+@pytest.fixture(scope="module")
+def target():
+    return build()
+
+
+def assert_same(a: bdl.Samples, b: bdl.Samples) -> None:
+    for x, y in zip(jax.tree.leaves(a.positions), jax.tree.leaves(b.positions), strict=True):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(jax.tree.leaves(a.extra), jax.tree.leaves(b.extra), strict=True):
+        np.testing.assert_array_equal(x, y)
+    for k in a.info:
+        np.testing.assert_array_equal(a.info[k], b.info[k])
+    np.testing.assert_array_equal(a.steps, b.steps)
+    np.testing.assert_array_equal(a.diverged, b.diverged)
+    assert a.steps_done == b.steps_done
+    for x, y in zip(
+        jax.tree.leaves(a.adapted or {}), jax.tree.leaves(b.adapted or {}), strict=True
+    ):
+        np.testing.assert_array_equal(x, y)
+
+
+RUN = dict(num_steps=1_200, burn_in=400, thin=8, num_chains=3, seed=3, progress=False)
+KERNELS = {
+    "adapted sghmc": lambda: bdl.kernels.get("sghmc"),
+    "psgld (preconditioner statistics)": lambda: bdl.kernels.get("psgld", step_size=1e-3),
+    "entropy (a guide, extras)": lambda: bdl.kernels.get(
+        "entropy", base="sgld", step_size=1e-3
+    ),
+    "sgnht (a thermostat)": lambda: bdl.kernels.get("sgnht", step_size=1e-2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+@pytest.mark.parametrize("where", ["burn-in", "sampling"])
+def test_interrupted_and_resumed_run_is_bitwise_the_uninterrupted_one(
+    target, tmp_path, monkeypatch, name, where
+):
+    whole = bdl.sample(target, KERNELS[name](), **RUN)
+    real = run_module._run_chunk
+    stop_at = 250 if where == "burn-in" else 700
+
+    def interrupting(*args):
+        if int(args[4]) >= stop_at:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(run_module, "_run_chunk", interrupting)
+    # calls of 37 steps: they cut draws (thin 8) and warm-up segments anywhere
+    monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 37)
+    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
+    with pytest.warns(UserWarning, match="interrupted"):
+        part = bdl.sample(target, KERNELS[name](), checkpoint=tmp_path, **RUN)
+    assert part.interrupted and part.steps_done < RUN["num_steps"]
+    monkeypatch.setattr(run_module, "_run_chunk", real)
+    resumed = bdl.sample(target, KERNELS[name](), resume=tmp_path, progress=False)
+    assert not resumed.interrupted
+    assert_same(whole, resumed)
+
+
+def test_a_finished_run_extends(target, tmp_path):
+    """num_steps larger than before goes on from the last step; the schedule of draws and every
+    random number are those of the longer run."""
+    kernel = bdl.kernels.get("sghmc")
+    longer = bdl.sample(target, kernel, **{**RUN, "num_steps": 2_000})
+    bdl.sample(target, kernel, checkpoint=tmp_path, **RUN)
+    extended = bdl.sample(target, kernel, resume=tmp_path, num_steps=2_000, progress=False)
+    assert_same(longer, extended)
+    again = bdl.sample(target, kernel, resume=tmp_path, progress=False)  # nothing left to run
+    assert_same(longer, again)
+
+
+SCRIPT = MODEL + textwrap.dedent(
+    """
+    import sys
+
+    target = build()
+    bdl.sample(
+        target, bdl.kernels.get("sghmc"), num_steps=400_000, burn_in=400, thin=8,
+        num_chains=3, seed=3, checkpoint=sys.argv[1], checkpoint_every=0.0, progress=False,
+    )
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_killed_process_resumes(target, tmp_path, sig):
+    """A process killed mid-run (SIGKILL: no chance to clean up) or stopped (SIGTERM: writes its
+    checkpoint and exits) resumes from its last checkpoint to the uninterrupted run's draws."""
+    script = tmp_path / "run.py"
+    script.write_text(SCRIPT)
+    directory = tmp_path / "ck"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.Popen([sys.executable, str(script), str(directory)], env=env)
+    try:
+        deadline = time.time() + 120
+        while not (directory / "draws-000003.npz").exists():
+            assert proc.poll() is None, "the run ended before it was killed"
+            assert time.time() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 0)
+    steps = run_module.checkpoint_io.read(directory).step
+    num_steps = steps + 800
+    resumed = bdl.sample(
+        target, bdl.kernels.get("sghmc"), resume=directory, num_steps=num_steps, progress=False
+    )
+    whole = bdl.sample(target, bdl.kernels.get("sghmc"), **{**RUN, "num_steps": num_steps})
+    assert_same(whole, resumed)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -129,6 +131,13 @@ class Samples:
         stats = {k: np.asarray(v) for k, v in self.info.items()}
         stats["diverging"] = ~self.valid
         return az.from_dict(posterior=posterior, sample_stats=stats)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the draws and everything else held here to ``path`` (``.npz`` or ``.nc``),
+        atomically; read them back with :func:`bdl.load_samples`. Layout: docs/saving.md."""
+        from bdl.sampling.storage import save_samples
+
+        return save_samples(self, path)
 
     def __repr__(self) -> str:
         state = ", interrupted" if self.interrupted else ""

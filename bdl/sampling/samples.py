@@ -113,9 +113,9 @@ class Samples:
                 name = posterior_name(what, keys)
                 if name in seen:
                     raise ValueError(
-                        f"to_arviz: the draws at {[what, *keys]} and {seen[name]} would share "
-                        f"the variable name {name!r}; rename the extra entry {what!r} or the "
-                        "position's key."
+                        f"Samples: the draws at {[what, *keys]} and {seen[name]} would share "
+                        f"the ArviZ/NetCDF variable name {name!r}; rename the extra entry "
+                        f"{what!r} or the position's key."
                     )
                 seen[name] = [what, *keys]
                 out.append((name, [what, *keys], leaf))

@@ -53,6 +53,10 @@ class SamplesFileError(ValueError):
     format. The message names the file and what to do."""
 
 
+class LikeMismatchError(ValueError):
+    """``load_samples(like=...)`` was given a pytree whose leaves are not the saved positions'."""
+
+
 def check_output_path(path: str | os.PathLike) -> Path:
     """``path`` as a :class:`~pathlib.Path` if draws can be written there, else ``ValueError``.
 
@@ -69,6 +73,8 @@ def check_output_path(path: str | os.PathLike) -> Path:
             "(NumPy) or .nc (NetCDF, readable by ArviZ): rename it, e.g. draws.npz."
         )
     parent = out.parent
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"{str(path)!r}: {str(parent)!r} is a file, not a directory.")
     if not parent.is_dir():
         raise ValueError(
             f"{str(path)!r}: directory {str(parent)!r} does not exist; create it first "
@@ -92,6 +98,8 @@ def save_samples(samples: Samples, path: str | os.PathLike) -> Path:
     """
     out = check_output_path(path)
     header, arrays = _record(samples)
+    if out.suffix == ".nc":
+        samples.posterior_names()  # raises, before writing, when two leaves would share a name
     with _atomic(out) as tmp:
         if out.suffix == ".npz":
             _write_npz(tmp, header, arrays)
@@ -128,11 +136,12 @@ def load_samples(path: str | os.PathLike, *, like: PyTree | None = None) -> Samp
             f"load_samples: no file {str(path)!r}"
             + (" (it is a directory)." if file.is_dir() else ".")
         )
+    _sniff(file)
     reader = _read_npz if file.suffix == ".npz" else _read_nc
     try:
         header, fetch = reader(file)
         return _assemble(file, header, fetch, like)
-    except SamplesFileError:
+    except (SamplesFileError, LikeMismatchError):
         raise
     except Exception as err:  # zipfile, zlib, HDF5, NumPy: all mean the file is damaged
         raise SamplesFileError(
@@ -308,16 +317,30 @@ def _write_nc(
 
 # ------------------------------------------------------------------------- reading
 Fetch = Callable[[str], np.ndarray]
+_MAGIC = {  # suffix: (first bytes, what they are)
+    ".npz": (b"PK", "a zip archive, as .npz files are"),
+    ".nc": (b"\x89HDF\r\n\x1a\n", "an HDF5 file, as the NetCDF-4 files bdl writes are"),
+}
+
+
+def _sniff(file: Path) -> None:
+    """A clear error for a file that is empty or of another kind than its suffix says."""
+    with open(file, "rb") as f:
+        start = f.read(8)
+    if not start:
+        raise SamplesFileError(f"{str(file)!r} is empty; write it again with Samples.save.")
+    magic, kind = _MAGIC[file.suffix]
+    if start.startswith(magic):
+        return
+    found = {b"\x93NUMPY": "a single NumPy array (.npy)", b"CDF": "a NetCDF-3 file"}
+    what = next((v for k, v in found.items() if start.startswith(k)), f"not {kind}")
+    raise SamplesFileError(
+        f"{str(file)!r}: not a bdl samples file ({what}); bdl reads files written by Samples.save."
+    )
 
 
 def _read_npz(file: Path) -> tuple[dict[str, Any], Fetch]:
-    data = np.load(file, allow_pickle=False)
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise SamplesFileError(
-            f"{str(file)!r}: not a bdl samples file (a single NumPy array, not an .npz archive); "
-            "bdl reads .npz files written by Samples.save."
-        )
-    with data:
+    with np.load(file, allow_pickle=False) as data:
         if HEADER_KEY not in data.files:
             raise SamplesFileError(
                 f"{str(file)!r}: not a bdl samples file (no {HEADER_KEY!r} entry among "
@@ -363,7 +386,10 @@ def _parse_header(file: Path, text: str) -> dict[str, Any]:
         )
     version = header.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise SamplesFileError(f"{str(file)!r}: invalid format_version {version!r}; corrupt file.")
+        raise SamplesFileError(
+            f"{str(file)!r}: invalid format_version {version!r}; the file is corrupt: write it "
+            "again with Samples.save."
+        )
     if version > FORMAT_VERSION:
         raise SamplesFileError(
             f"{str(file)!r} is in samples format {version} (written by bdl "
@@ -376,7 +402,10 @@ def _parse_header(file: Path, text: str) -> dict[str, Any]:
         - set(header.get("trees") or {})
     )
     if missing:
-        raise SamplesFileError(f"{str(file)!r}: its header lacks {missing}; corrupt file.")
+        raise SamplesFileError(
+            f"{str(file)!r}: its header lacks {missing}; the file is corrupt: write it again with "
+            "Samples.save."
+        )
     return header
 
 
@@ -395,13 +424,14 @@ def _assemble(file: Path, header: dict[str, Any], fetch: Fetch, like: PyTree | N
             stored = fetch(key)
         except KeyError:
             raise SamplesFileError(
-                f"{str(file)!r}: the array {key!r} its header lists is missing; corrupt file."
+                f"{str(file)!r}: its header lists an array {key!r} the file lacks; the file is "
+                "corrupt: write it again with Samples.save."
             ) from None
         array = _restore(stored, jnp.dtype(spec["dtype"]))
         if list(array.shape) != list(spec["shape"]):
             raise SamplesFileError(
                 f"{str(file)!r}: the array {key!r} has shape {array.shape}, its header says "
-                f"{tuple(spec['shape'])}; corrupt file."
+                f"{tuple(spec['shape'])}; the file is corrupt: write it again with Samples.save."
             )
         return array
 
@@ -506,7 +536,7 @@ def _like(
     saved = list(_leaf_specs(spec))
     want = leaf_keys(like)
     if [p for p, _ in saved] != want:
-        raise ValueError(
+        raise LikeMismatchError(
             f"load_samples({str(file)!r}, like=...): like's leaves {want[:4]} do not match the "
             f"saved positions' {[p for p, _ in saved][:4]}; pass the compiled model's "
             "initial_position."

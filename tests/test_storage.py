@@ -366,13 +366,13 @@ def test_cli_sample_writes_a_readable_nc(tmp_path, capsys):
 
     out = tmp_path / "x.nc"
     args = ["sample", "linear_regression", "--kernel", "sghmc", "--steps", "300"]
-    assert main([*args, "--burn-in", "150", "--chains", "2", "--out", str(out)]) == 0
+    assert main([*args, "--burn-in", "150", "--out", str(out)]) == 0
     assert f"draws written to {out}" in capsys.readouterr().out
     loaded = bdl.load_samples(out)
-    assert loaded.num_chains == 2 and loaded.adapted["inverse_mass"].shape == (2, 5, 5)
+    assert loaded.num_chains == 4 and loaded.adapted["inverse_mass"].shape == (4, 5, 5)
     assert loaded.meta["model"] == "linear_regression" and loaded.meta["kernel"]["name"] == "sghmc"
     assert loaded.meta["settings"]["num_steps"] == 300
-    assert az.from_netcdf(str(out)).posterior["net.w"].shape[:2] == (2, loaded.num_draws)
+    assert az.from_netcdf(str(out)).posterior["net.w"].shape[:2] == (4, loaded.num_draws)
 
 
 def test_cli_bad_out_exits_2_before_compiling(tmp_path, capsys, monkeypatch):

@@ -390,3 +390,26 @@ def test_cli_bad_out_exits_2_before_compiling(tmp_path, capsys, monkeypatch):
     assert "linear_regression:" not in out  # nothing ran
     assert main([*args, "--out", str(tmp_path / "x.csv")]) == 2
     assert "unknown suffix" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------- kernels.describe
+@pytest.mark.parametrize("name", bdl.kernels.names())
+def test_describe_every_registered_kernel_as_json(name):
+    kernel = bdl.kernels.get(name)
+    described = bdl.kernels.describe(kernel)
+    assert described["name"] == kernel.name
+    assert json.loads(json.dumps(described, allow_nan=False)) == described
+
+
+def test_describe_records_schedules_wrappers_and_arrays_without_addresses():
+    decay = bdl.schedules.polynomial_decay(1e-2, 1e-3, 0.5, 100)
+    kernel = bdl.kernels.cyclical(bdl.kernels.sgld(decay), cycle_length=50)
+    described = bdl.kernels.describe(kernel)
+    assert described["type"] == "Cyclical" and described["cycle_length"] == 50
+    assert described["inner"]["step_size"].endswith("polynomial_schedule.<locals>.schedule")
+    assert "0x" not in json.dumps(described)
+    mass = {"w": jnp.ones(3)}
+    assert bdl.kernels.describe(bdl.kernels.sghmc(0.1, mass=mass))["recipe"]["mass"] == {
+        "type": "Elementwise",
+        "values": {"w": "float32[3]"},
+    }

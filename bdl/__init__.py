@@ -24,7 +24,7 @@ from bdl.dsl import (
     StudentT,
     linear_ramp,
 )
-from bdl.sampling import Samples, sample
+from bdl.sampling import Samples, load_samples, sample
 from bdl.spec import ModelSpec
 from bdl.validation import validate
 
@@ -54,6 +54,7 @@ __all__ = [
     "enable_compilation_cache",
     "kernels",
     "linear_ramp",
+    "load_samples",
     "metrics",
     "sample",
     "validate",

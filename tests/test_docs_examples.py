@@ -20,6 +20,7 @@ RUNNABLE_DOCS = (
     "docs/dsl.md",
     "docs/compiler.md",
     "docs/sampling.md",
+    "docs/saving.md",
     "docs/data.md",
     "docs/architecture.md",
     "docs/troubleshooting.md",

@@ -97,7 +97,7 @@ def test_call_sizes_do_not_change_draws(target, monkeypatch):
 
 def test_arviz_conversion(target):
     idata = _run(target).to_arviz()
-    assert idata.posterior["net/w"].shape == (3, 10, 2)
+    assert idata.posterior["net.w"].shape == (3, 10, 2)
     assert "energy" in idata.sample_stats
 
 

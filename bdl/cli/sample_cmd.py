@@ -15,7 +15,7 @@ from bdl.compile.compiled_model import CompiledModel
 from bdl.evaluation import test_metrics
 from bdl.kernels import registry
 from bdl.model_files import load_spec
-from bdl.sampling import Samples, sample
+from bdl.sampling import Samples, check_output_path, sample
 from bdl.utils.trees import leaf_paths
 
 
@@ -56,6 +56,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        check_output_path(args.out)  # before any work: a bad --out must not cost the run
     spec = load_spec(args.model, **parse_options(args.option, "--option"))
     hyper = parse_options(args.hyper, "--hyper")
     if args.tuned:
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if samples.healthy_chains.size:
         summarise(target, samples)
     if args.out is not None:
-        save(samples, args.out)
+        samples.save(args.out)
         print(f"draws written to {args.out}")
     if np.any(samples.diverged):
         print(f"bdl sample: warning: {samples.divergence_report()}", file=sys.stderr)
@@ -129,18 +131,3 @@ def summarise(target: object, samples: Samples) -> None:
     if isinstance(target, CompiledModel) and target.x_test is not None:
         metrics = test_metrics(target, samples.flat(healthy=True))
         print("test " + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
-
-
-def save(samples: Samples, path: Path) -> None:
-    if path.suffix == ".nc":
-        samples.to_arviz().to_netcdf(str(path))
-        return
-    arrays = {
-        f"position/{k}": np.asarray(v)
-        for k, v in zip(
-            leaf_paths(samples.positions), jax.tree.leaves(samples.positions), strict=True
-        )
-    }
-    arrays.update({f"info/{k}": v for k, v in samples.info.items()})
-    arrays["steps"] = samples.steps
-    np.savez(path, **arrays)

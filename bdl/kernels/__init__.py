@@ -14,6 +14,7 @@ from bdl.kernels import blocks, integrators, preconditioners
 from bdl.kernels.base import Info, Kernel
 from bdl.kernels.checker import CheckReport, check
 from bdl.kernels.cyclical import Cyclical, cyclical
+from bdl.kernels.describe import describe
 from bdl.kernels.elementwise_mlp import ElementwiseMLP, load_meta_params, save_meta_params
 from bdl.kernels.entropy import EntropyMCMC, entropy
 from bdl.kernels.history import History
@@ -101,6 +102,7 @@ __all__ = [
     "blocks",
     "check",
     "cyclical",
+    "describe",
     "entropy",
     "get",
     "integrators",

@@ -2,5 +2,6 @@
 
 from bdl.sampling.run import sample
 from bdl.sampling.samples import Samples
+from bdl.sampling.storage import check_output_path, load_samples
 
-__all__ = ["Samples", "sample"]
+__all__ = ["Samples", "check_output_path", "load_samples", "sample"]

@@ -36,6 +36,7 @@ from bdl.sampling import warmup
 from bdl.sampling.chain import run_chain
 from bdl.sampling.checks import check_run, check_schedules
 from bdl.sampling.progress import Progress
+from bdl.sampling.provenance import run_meta
 from bdl.sampling.samples import Samples
 
 PyTree = Any
@@ -215,7 +216,17 @@ def sample(
         )
     finally:
         meter.close(loop.t)
-    return _assemble(list(loop.collected), kernel, loop.t, interrupted, loop.chains)
+    meta = run_meta(
+        target,
+        kernel,
+        num_steps=num_steps,
+        burn_in=burn_in,
+        thin=thin,
+        num_chains=num_chains,
+        seed=seed,
+        init=init,
+    )
+    return _assemble(list(loop.collected), kernel, loop.t, interrupted, loop.chains, meta)
 
 
 class _Loop(NamedTuple):
@@ -598,7 +609,12 @@ def _adapt(
 
 
 def _assemble(
-    collected: list, kernel: Kernel, steps_done: int, interrupted: bool, chains: Chains
+    collected: list,
+    kernel: Kernel,
+    steps_done: int,
+    interrupted: bool,
+    chains: Chains,
+    meta: dict[str, Any],
 ) -> Samples:
     collect = jax.vmap(warmup.apply(kernel, ()).collect)
     if collected:
@@ -640,4 +656,5 @@ def _assemble(
         diverged=np.asarray(status.diverged, bool),
         divergence_step=np.asarray(status.step, np.int64),
         adapted=adapted,
+        meta=meta,
     )

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
-from bdl.utils.trees import leaf_paths
+from bdl.sampling.names import leaf_keys, posterior_name
 
 PyTree = Any
 
@@ -31,7 +33,10 @@ class Samples:
             chain was then frozen (its later draws repeat its last finite state).
         divergence_step: per chain, the step at which it diverged (−1: never).
         adapted: the values warm-up adaptation chose per chain (``step_size``, ``friction``,
-            ``mass``), or ``None`` when the kernel had its own step size.
+            ``mass`` or ``inverse_mass``), or ``None`` when the kernel had its own step size.
+        meta: where the draws came from, JSON-able: the model's name, the kernel
+            (:func:`bdl.kernels.describe`), bdl's version and the run's settings
+            (:func:`bdl.sampling.provenance.run_meta`); empty for draws assembled by hand.
     """
 
     positions: PyTree
@@ -44,6 +49,7 @@ class Samples:
     diverged: np.ndarray | None = None
     divergence_step: np.ndarray | None = None
     adapted: dict[str, Any] | None = None
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.diverged is None:
@@ -90,21 +96,48 @@ class Samples:
             tree = jax.tree.map(lambda a: a[keep], tree)
         return jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), tree)
 
+    def posterior_names(self) -> dict[str, list[str]]:
+        """ArviZ/NetCDF variable name → the path of the draws it holds, ``[what, *keys]``.
+
+        A position leaf is named by its keys joined with ``.`` (``net.Dense_0.kernel``), an
+        ``extra`` leaf by the entry's name and its keys (``guide.net.Dense_0.kernel``); keys are
+        escaped as :mod:`bdl.sampling.names` says, so names never hold ``/``. A position that is a
+        bare array is named ``position``.
+        """
+        return {name: path for name, path, _ in self._posterior()}
+
+    def _posterior(self) -> list[tuple[str, list[str], Any]]:
+        out, seen = [], {}
+        for what, tree in {"position": self.positions, **self.extra}.items():
+            for keys, leaf in zip(leaf_keys(tree), jax.tree.leaves(tree), strict=True):
+                name = posterior_name(what, keys)
+                if name in seen:
+                    raise ValueError(
+                        f"Samples: the draws at {[what, *keys]} and {seen[name]} would share "
+                        f"the ArviZ/NetCDF variable name {name!r}; rename the extra entry "
+                        f"{what!r} or the position's key."
+                    )
+                seen[name] = [what, *keys]
+                out.append((name, [what, *keys], leaf))
+        return out
+
     def to_arviz(self) -> Any:
-        """An ArviZ ``InferenceData`` (posterior named by parameter path, sample_stats)."""
+        """An ArviZ ``InferenceData``: the posterior group has one variable per leaf, named as
+        :meth:`posterior_names` says (NetCDF-safe: ``to_netcdf`` accepts it), and sample_stats
+        holds ``info`` and ``diverging`` (draws taken after their chain diverged)."""
         import arviz as az
 
-        posterior = dict(
-            zip(leaf_paths(self.positions), jax.tree.leaves(self.positions), strict=True)
-        )
-        for name, tree in self.extra.items():
-            for path, leaf in zip(leaf_paths(tree), jax.tree.leaves(tree), strict=True):
-                posterior[f"{name}/{path}"] = leaf
+        posterior = {name: np.asarray(leaf) for name, _, leaf in self._posterior()}
         stats = {k: np.asarray(v) for k, v in self.info.items()}
         stats["diverging"] = ~self.valid
-        return az.from_dict(
-            posterior={k: np.asarray(v) for k, v in posterior.items()}, sample_stats=stats
-        )
+        return az.from_dict(posterior=posterior, sample_stats=stats)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the draws and everything else held here to ``path`` (``.npz`` or ``.nc``),
+        atomically; read them back with :func:`bdl.load_samples`. Layout: docs/saving.md."""
+        from bdl.sampling.storage import save_samples
+
+        return save_samples(self, path)
 
     def __repr__(self) -> str:
         state = ", interrupted" if self.interrupted else ""

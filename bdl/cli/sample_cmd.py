@@ -1,22 +1,27 @@
-"""``bdl sample MODEL --kernel NAME``: run a kernel on a model file and summarise the draws."""
+"""``bdl sample MODEL --kernel NAME``: run a kernel on a model file and summarise the draws.
+
+Every argument is checked before anything is compiled. Ctrl-C at any moment ends the command
+with status 130; once sampling has started, the draws collected so far are first summarised
+(and saved with ``--out``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
 
-from bdl.cli.options import parse_options
-from bdl.compile.compiled_model import CompiledModel
-from bdl.evaluation import test_metrics
-from bdl.kernels import registry
-from bdl.model_files import load_spec
-from bdl.sampling import Samples, sample
+from bdl.cli.options import check_init, check_kernel, check_seed, parse_options, run_lengths
 from bdl.utils.trees import leaf_paths
+
+if TYPE_CHECKING:
+    from bdl.sampling import Samples
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -56,43 +61,70 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = load_spec(args.model, **parse_options(args.option, "--option"))
+    from bdl.cli.summary import summary_lines
+    from bdl.kernels import registry
+    from bdl.model_files import load_spec
+    from bdl.sampling import sample
+
+    check_seed(args.seed)
+    check_kernel(args.kernel)
     hyper = parse_options(args.hyper, "--hyper")
+    spec = load_spec(args.model, **parse_options(args.option, "--option"))
+    lengths = run_lengths(args, spec)
+    check_init(args.init, spec)
     if args.tuned:
         hyper = {**spec.kernel_hyper(args.kernel), **hyper}
     kernel = registry.get(args.kernel, **hyper)
     target = spec.compile()
-    steps = args.steps or spec.num_steps
-    burn_in = spec.burn_in if args.burn_in is None else args.burn_in
-    thin = args.thin or spec.thin
+    steps, burn_in, thin = lengths.steps, lengths.burn_in, lengths.thin
     print(
         f"{target.name}: {args.kernel} {hyper or registry.defaults(args.kernel)}, "
-        f"{args.chains} chains x {steps} steps (burn-in {burn_in}, thin {thin})"
+        f"{lengths.chains} chains x {steps} steps (burn-in {burn_in}, thin {thin})"
     )
     start = time.perf_counter()
-    samples = sample(
-        target,
-        kernel,
-        num_steps=steps,
-        burn_in=burn_in,
-        thin=thin,
-        num_chains=args.chains,
-        seed=args.seed,
-        init=spec.init if args.init is None else args.init,
-        progress=True,
-    )
+    with warnings.catch_warnings():
+        # an interruption is reported below, with what was kept
+        warnings.filterwarnings("ignore", "sampling interrupted", UserWarning)
+        samples = sample(
+            target,
+            kernel,
+            num_steps=steps,
+            burn_in=burn_in,
+            thin=thin,
+            num_chains=lengths.chains,
+            seed=args.seed,
+            init=spec.init if args.init is None else args.init,
+            progress=True,
+        )
     print(f"{samples} in {time.perf_counter() - start:.1f} s")
+    if samples.interrupted:
+        print(f"bdl sample: {interruption(samples, steps, burn_in)}", file=sys.stderr)
+    if samples.num_draws == 0:
+        if not samples.interrupted:
+            print("no draws were kept (every step was marked as a non-sample); run longer.")
+        return 130 if samples.interrupted else 0
     if samples.adapted is not None:
         print("adapted (per chain): " + adapted_line(samples.adapted))
     if samples.healthy_chains.size:
-        summarise(target, samples)
+        print("\n".join(summary_lines(target, samples, spec.parameter_labels)))
     if args.out is not None:
         save(samples, args.out)
         print(f"draws written to {args.out}")
+    if samples.interrupted:
+        return 130
     if np.any(samples.diverged):
         print(f"bdl sample: warning: {samples.divergence_report()}", file=sys.stderr)
         return 3
-    return 1 if samples.interrupted else 0
+    return 0
+
+
+def interruption(samples: Samples, steps: int, burn_in: int) -> str:
+    """One line saying where Ctrl-C stopped the run and what is kept."""
+    where = f"interrupted after {samples.steps_done} of {steps} steps"
+    if samples.num_draws:
+        return f"{where}; summarising the {samples.num_draws} draws per chain collected."
+    phase = " (during burn-in)" if samples.steps_done < burn_in else ""
+    return f"{where}{phase}: no draws yet, nothing to summarise or save."
 
 
 def adapted_line(adapted: dict) -> str:
@@ -106,29 +138,6 @@ def adapted_line(adapted: dict) -> str:
         m = np.concatenate([np.ravel(x) for x in jax.tree.leaves(adapted["mass"])])
         parts.append(f"mass from {m.min():.3g} to {m.max():.3g}")
     return "; ".join(parts)
-
-
-def summarise(target: object, samples: Samples) -> None:
-    """Posterior summary of the first parameters, and test metrics for data models."""
-    import numpyro.diagnostics as diag
-
-    positions = jax.tree.map(lambda a: a[samples.healthy_chains], samples.positions)
-    names = leaf_paths(positions)
-    rows = []
-    for name, leaf in zip(names, jax.tree.leaves(positions), strict=True):
-        flat = np.asarray(leaf).reshape(leaf.shape[0], leaf.shape[1], -1)
-        for j in range(min(flat.shape[2], max(0, 8 - len(rows)))):
-            x = flat[:, :, j]
-            ess = float(diag.effective_sample_size(x)) if x.shape[1] > 3 else float("nan")
-            rhat = float(diag.split_gelman_rubin(x)) if x.shape[1] > 3 else float("nan")
-            label = f"{name}[{j}]" if flat.shape[2] > 1 else name
-            rows.append((label, x.mean(), x.std(), ess, rhat))
-    print(f"{'parameter':<28}{'mean':>10}{'sd':>10}{'ESS':>9}{'R-hat':>8}")
-    for label, m, s, e, r in rows:
-        print(f"{label[:27]:<28}{m:>10.4f}{s:>10.4f}{e:>9.0f}{r:>8.3f}")
-    if isinstance(target, CompiledModel) and target.x_test is not None:
-        metrics = test_metrics(target, samples.flat(healthy=True))
-        print("test " + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
 
 
 def save(samples: Samples, path: Path) -> None:

@@ -104,6 +104,19 @@ def user_frame(tb: TracebackType | None) -> traceback.FrameSummary | None:
     return found
 
 
+def locate(err: BaseException) -> traceback.FrameSummary | None:
+    """The model-file frame of ``err`` or, when the library re-raised it with a message of its
+    own, of the error it was raised from (``__cause__``, ``__context__``)."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        frame = user_frame(err.__traceback__)
+        if frame is not None:
+            return frame
+        err = err.__cause__ or err.__context__
+    return None
+
+
 def describe(err: BaseException, path: Path | None = None) -> str:
     """``FILE:LINE (in FUNCTION): Type: message`` for an error raised through a model file, the
     line the user wrote rather than the library's internals; without a model-file frame,

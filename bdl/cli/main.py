@@ -104,12 +104,18 @@ def console_main() -> int:
 
 
 def _message(err: BaseException) -> str:
-    """The error's message, with the model file and line for errors raised in one."""
-    from bdl.model_files import ModelFileError, describe, user_frame
+    """The error's message, with the model file and line where the user's code raised it (or
+    raised the error the library's message is about)."""
+    from bdl.model_files import ModelFileError, describe, locate, user_frame
 
-    if not isinstance(err, ModelFileError) and user_frame(err.__traceback__) is not None:
+    if isinstance(err, ModelFileError):
+        return str(err)
+    if user_frame(err.__traceback__) is not None:
         return describe(err)
-    return str(err)
+    frame = locate(err)
+    if frame is None:
+        return str(err)
+    return f"{err} (raised at {frame.filename}:{frame.lineno}, in {frame.name}: {frame.line})"
 
 
 def _silence_stdout() -> None:
@@ -118,7 +124,7 @@ def _silence_stdout() -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout is not a file (captured, replaced)
+    except (AttributeError, OSError, ValueError):  # stdout is not a file (captured, replaced)
         pass
 
 

@@ -26,7 +26,8 @@ def parse_options(items: list[str] | None, flag: str) -> dict[str, Any]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"{flag} expects KEY=VALUE, e.g. {flag} step_size=1e-3; got {item!r}.")
+            example = "step_size=1e-3" if flag == "--hyper" else "depth=3"
+            raise ValueError(f"{flag} expects KEY=VALUE, e.g. {flag} {example}; got {item!r}.")
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):

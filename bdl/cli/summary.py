@@ -47,7 +47,6 @@ def summary_lines(target: Any, samples: Any, labels: dict[str, Any] | None = Non
 
 def parameter_space_lines(positions: Any, labels: dict[str, Any] | None = None) -> list[str]:
     """Mean, sd, bulk ESS and R̂ per named parameter of ``(chain, draw, ...)`` draws."""
-    from bdl.diagnostics import ess_bulk, rank_rhat
     from bdl.utils.trees import parameter_names
     from bdl.validation.reference import parameter_summaries
 
@@ -55,7 +54,7 @@ def parameter_space_lines(positions: Any, labels: dict[str, Any] | None = None) 
     names = parameter_names(positions, batch_dims=2, labels=labels)
     flat = x.reshape(-1, x.shape[-1])
     mean, sd = flat.mean(0), flat.std(0)
-    ess, rhat = _diagnostics(x, ess_bulk, rank_rhat)
+    ess, rhat = diagnostics(x)
     shown = min(SHOWN, len(names))
     width = max(12, *(len(n) + 2 for n in names[:shown]))
     lines = [f"{'parameter':<{width}}{'mean':>10}{'sd':>10}{'ESS':>9}{'R-hat':>8}"]
@@ -78,8 +77,7 @@ def function_space_lines(target: Any, positions: Any) -> list[str]:
     """Predictive means and log-likelihoods on held-out inputs, as ``bdl validate`` monitors them
     for networks: the mean log-likelihood per input with its ESS and R̂, and the worst ESS and R̂
     over the inputs' predictive means and log-likelihoods."""
-    from bdl.diagnostics import ess_bulk, rank_rhat
-    from bdl.validation.reference import evaluation_inputs, function_summaries, gate
+    from bdl.validation.reference import evaluation_inputs, function_summaries
 
     x, _ = evaluation_inputs(target)
     n = int(x.shape[0])
@@ -87,14 +85,12 @@ def function_space_lines(target: Any, positions: Any) -> list[str]:
     monitored = function_summaries(target, positions).astype(np.float64)  # (chain, draw, k)
     means, lls = monitored[..., :-n], monitored[..., -n:]
     mean_ll = lls.mean(-1)  # (chain, draw)
-    enough = monitored.shape[1] >= MIN_DRAWS
     lines = [
         f"function space, on {n} {where} inputs (a network's weights have no meaningful R-hat: "
         "hidden units can be permuted)",
         f"{'quantity':<42}{'mean':>10}{'sd':>10}{'ESS':>9}{'R-hat':>8}",
     ]
-    ess = float(ess_bulk(mean_ll)) if enough else float("nan")
-    rhat = float(rank_rhat(mean_ll)) if enough else float("nan")
+    ess, rhat = (float(v[0]) for v in diagnostics(mean_ll[..., None]))
     lines.append(
         f"{'log-likelihood per input (mean over inputs)':<42}{mean_ll.mean():>10.4g}"
         f"{mean_ll.std():>10.4g}{_fmt(ess, '.0f'):>9}{_fmt(rhat, '.3f'):>8}"
@@ -103,29 +99,49 @@ def function_space_lines(target: Any, positions: Any) -> list[str]:
         (f"predictive mean, worst of {means.shape[-1]} values", means),
         (f"log-likelihood, worst of {n} inputs", lls),
     ):
-        worst_rhat, worst_ess = gate(values) if enough else (float("nan"), float("nan"))
+        column_ess, column_rhat = diagnostics(values)
+        worst_ess, worst_rhat = _nanmin(column_ess), _nanmax(column_rhat)
         lines.append(f"{label:<62}{_fmt(worst_ess, '.0f'):>9}{_fmt(worst_rhat, '.3f'):>8}")
     return lines
 
 
-def _diagnostics(x: np.ndarray, ess_fn: Any, rhat_fn: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Per-column bulk ESS and R̂, NaN with too few draws or for a constant column."""
+def diagnostics(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column bulk ESS and rank R̂ of ``(chain, draw, k)`` values, as the validation's gate
+    computes them; NaN where they are undefined: fewer than :data:`MIN_DRAWS` draws, a constant
+    column, or (R̂) a single chain."""
+    from bdl.diagnostics import ess_bulk, rank_rhat
+
     k = x.shape[-1]
-    if x.shape[1] < MIN_DRAWS:
-        return np.full(k, np.nan), np.full(k, np.nan)
-    varying = x.reshape(-1, k).std(0) > 0
     ess, rhat = np.full(k, np.nan), np.full(k, np.nan)
+    if x.shape[1] < MIN_DRAWS:
+        return ess, rhat
+    varying = x.reshape(-1, k).std(0) > 0
     if varying.any():
-        ess[varying] = ess_fn(x[..., varying])
-        rhat[varying] = rhat_fn(x[..., varying])
+        ess[varying] = ess_bulk(x[..., varying])
+        if x.shape[0] >= 2:
+            rhat[varying] = rank_rhat(x[..., varying])
     return ess, rhat
 
 
+def _nanmin(values: np.ndarray) -> float:
+    return float(np.nanmin(values)) if np.any(np.isfinite(values)) else float("nan")
+
+
+def _nanmax(values: np.ndarray) -> float:
+    return float(np.nanmax(values)) if np.any(np.isfinite(values)) else float("nan")
+
+
 def _worst(ess: np.ndarray, rhat: np.ndarray, names: list[str]) -> str:
-    if np.all(np.isnan(ess)):
-        return f"too few draws for ESS and R-hat (fewer than {MIN_DRAWS} per chain)"
-    i, j = int(np.nanargmin(ess)), int(np.nanargmax(rhat))
-    return f"min bulk ESS {ess[i]:.0f} ({names[i]}), max R-hat {rhat[j]:.3f} ({names[j]})"
+    parts = []
+    if np.any(np.isfinite(ess)):
+        i = int(np.nanargmin(ess))
+        parts.append(f"min bulk ESS {ess[i]:.0f} ({names[i]})")
+    if np.any(np.isfinite(rhat)):
+        j = int(np.nanargmax(rhat))
+        parts.append(f"max R-hat {rhat[j]:.3f} ({names[j]})")
+    if not parts:
+        return f"no ESS or R-hat (they need {MIN_DRAWS} draws per chain)"
+    return ", ".join(parts)
 
 
 def _fmt(value: float, spec: str) -> str:

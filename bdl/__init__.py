@@ -2,33 +2,47 @@
 
 Declare a model (:class:`Model`), compile it on data (:func:`compile`), and draw samples with a
 kernel from :mod:`bdl.kernels` (:func:`sample`).
+
+The public names are imported on first use (PEP 562), so that ``import bdl`` — and commands such
+as ``bdl kernels`` that need a small part of the library — do not pay for NumPyro, Flax, Optax
+or ArviZ until something uses them.
 """
 
-from bdl import diagnostics, kernels, metrics
-from bdl.compilation_cache import enable_compilation_cache
-from bdl.compile import CompiledModel, CompiledPotential, compile
-from bdl.dsl import (
-    Bernoulli,
-    ByPath,
-    Categorical,
-    Distribution,
-    Gaussian,
-    HeNormal,
-    Laplace,
-    Likelihood,
-    Model,
-    Normal,
-    Poisson,
-    Potential,
-    Prior,
-    StudentT,
-    linear_ramp,
-)
-from bdl.sampling import Samples, load_samples, sample
-from bdl.spec import ModelSpec
-from bdl.validation import validate
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "Bernoulli": "bdl.dsl",
+    "ByPath": "bdl.dsl",
+    "Categorical": "bdl.dsl",
+    "CompiledModel": "bdl.compile",
+    "CompiledPotential": "bdl.compile",
+    "Distribution": "bdl.dsl",
+    "Gaussian": "bdl.dsl",
+    "HeNormal": "bdl.dsl",
+    "Laplace": "bdl.dsl",
+    "Likelihood": "bdl.dsl",
+    "Model": "bdl.dsl",
+    "ModelSpec": "bdl.spec",
+    "Normal": "bdl.dsl",
+    "Poisson": "bdl.dsl",
+    "Potential": "bdl.dsl",
+    "Prior": "bdl.dsl",
+    "Samples": "bdl.sampling",
+    "StudentT": "bdl.dsl",
+    "compile": "bdl.compile.compiler",
+    "enable_compilation_cache": "bdl.compilation_cache",
+    "linear_ramp": "bdl.dsl",
+    "load_samples": "bdl.sampling",
+    "sample": "bdl.sampling",
+    "validate": "bdl.validation",
+}
+_SUBMODULES = ("diagnostics", "kernels", "metrics")
 
 __all__ = [
     "Bernoulli",
@@ -59,3 +73,54 @@ __all__ = [
     "sample",
     "validate",
 ]
+
+# ``bdl.compile`` is both a subpackage and the function: import the (light) package now, so that
+# no later import of one of its modules rebinds ``bdl.compile`` to the package, and let
+# __getattr__ resolve the name to the function.
+importlib.import_module("bdl.compile")
+del globals()["compile"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        try:
+            value = importlib.import_module(f"bdl.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"bdl.{name}":
+                raise
+            raise AttributeError(f"module 'bdl' has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # what type checkers and editors see
+    from bdl import diagnostics, kernels, metrics
+    from bdl.compilation_cache import enable_compilation_cache
+    from bdl.compile import CompiledModel, CompiledPotential
+    from bdl.compile.compiler import compile
+    from bdl.dsl import (
+        Bernoulli,
+        ByPath,
+        Categorical,
+        Distribution,
+        Gaussian,
+        HeNormal,
+        Laplace,
+        Likelihood,
+        Model,
+        Normal,
+        Poisson,
+        Potential,
+        Prior,
+        StudentT,
+        linear_ramp,
+    )
+    from bdl.sampling import Samples, sample
+    from bdl.spec import ModelSpec
+    from bdl.validation import validate

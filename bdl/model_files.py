@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import traceback
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
-from bdl.spec import ModelSpec
+if TYPE_CHECKING:
+    from bdl.spec import ModelSpec
+
+
+class ModelFileError(ValueError):
+    """An error in a user's model file: a syntax error, or an exception raised while the file is
+    imported or its ``build()`` runs. The message names the file, the line and the error in one
+    line; the original exception is the ``__cause__`` (with its full traceback)."""
+
+
+#: the model files loaded in this process (resolved paths), to locate errors in their code
+_LOADED: set[Path] = set()
 
 
 def model_dirs() -> list[Path]:
@@ -40,11 +53,26 @@ def resolve(name_or_path: str) -> Path:
 
 
 def load_spec(name_or_path: str, **options: Any) -> ModelSpec:
-    """Import the model file and call its ``build(**options)``."""
+    """Import the model file and call its ``build(**options)``.
+
+    Raises :class:`ModelFileError` naming the file and line when the file does not parse or
+    raises while it is imported or built; ``ValueError`` for a missing ``build`` or an unknown
+    option, ``TypeError`` when ``build`` returns something other than a :class:`bdl.ModelSpec`.
+    """
+    from bdl.spec import ModelSpec
+
     path = resolve(name_or_path)
+    _LOADED.add(path.resolve())
     module_spec = importlib.util.spec_from_file_location(f"bdl_model_{path.stem}", path)
     module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    try:
+        module_spec.loader.exec_module(module)
+    except SyntaxError as err:
+        where = f"{err.filename or path}:{err.lineno}" if err.lineno else str(path)
+        text = f": {err.text.strip()}" if err.text and err.text.strip() else ""
+        raise ModelFileError(f"{where}: {type(err).__name__}: {err.msg}{text}") from err
+    except Exception as err:
+        raise ModelFileError(describe(err, path)) from err
     build = getattr(module, "build", None)
     if build is None:
         raise ValueError(f"model file {path} must define build(**options) -> bdl.ModelSpec.")
@@ -54,7 +82,51 @@ def load_spec(name_or_path: str, **options: Any) -> ModelSpec:
         raise ValueError(
             f"model {path.stem!r} has no option(s) {unknown}; it accepts {list(accepted)}."
         )
-    spec = build(**options)
+    try:
+        spec = build(**options)
+    except Exception as err:
+        raise ModelFileError(describe(err, path)) from err
     if not isinstance(spec, ModelSpec):
         raise TypeError(f"{path}: build() must return a bdl.ModelSpec; got {type(spec).__name__}.")
     return spec
+
+
+def user_frame(tb: TracebackType | None) -> traceback.FrameSummary | None:
+    """The innermost frame of ``tb`` in a model file loaded by :func:`load_spec`, if any: where
+    the user's code was when the error happened (e.g. inside a network traced at compilation)."""
+    found = None
+    for frame in traceback.extract_tb(tb):
+        try:
+            if Path(frame.filename).resolve() in _LOADED:
+                found = frame
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def locate(err: BaseException) -> traceback.FrameSummary | None:
+    """The model-file frame of ``err`` or, when the library re-raised it with a message of its
+    own, of the error it was raised from (``__cause__``, ``__context__``)."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        frame = user_frame(err.__traceback__)
+        if frame is not None:
+            return frame
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def describe(err: BaseException, path: Path | None = None) -> str:
+    """``FILE:LINE (in FUNCTION): Type: message`` for an error raised through a model file, the
+    line the user wrote rather than the library's internals; without a model-file frame,
+    ``FILE: Type: message`` (``path``) or just ``Type: message``."""
+    frame = user_frame(err.__traceback__)
+    message = f"{type(err).__name__}: {err}"
+    if frame is not None:
+        where = f"{frame.filename}:{frame.lineno}"
+        if frame.name != "<module>":
+            where += f" (in {frame.name})"
+        code = f"\n    {frame.line.strip()}" if frame.line else ""
+        return f"{where}: {message}{code}"
+    return f"{path}: {message}" if path is not None else message

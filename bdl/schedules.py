@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-import optax
 
 Schedule = Callable[[jax.Array], jax.Array]
 
@@ -49,6 +48,8 @@ def polynomial_decay(init: float, end: float, power: float, num_steps: int) -> S
     """From ``init`` to ``end`` as (1 − t/num_steps)^power (``optax.polynomial_schedule``)."""
     if not (init > 0 and end > 0):
         raise ValueError("polynomial_decay: init and end must be > 0.")
+    import optax  # here, not at the top: the kernels (and `bdl kernels`) need no Optax
+
     return optax.polynomial_schedule(init, end, power, num_steps)
 
 

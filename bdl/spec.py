@@ -7,6 +7,7 @@ Files in ``models/`` (and any user file given to the ``bdl`` command) define
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from bdl.compile import compile as compile_model
@@ -30,6 +31,9 @@ class ModelSpec:
         reference: optional exact posterior summary (e.g. the conjugate closed form).
         init: the chains' start (``bdl.sample``'s ``init``: ``"auto"``, ``"network"``,
             ``"prior"``, ``"map"``, ``"fixed"`` or a position).
+        parameter_labels: names for the entries along the first axis of some position leaves,
+            by path, e.g. ``{"net/w": data.feature_names}``; summaries and validation tables then
+            name ``net/w[0]`` as ``net/w[mean radius]`` (:func:`bdl.utils.trees.parameter_names`).
     """
 
     model: Model | Potential
@@ -42,6 +46,7 @@ class ModelSpec:
     description: str = ""
     reference: dict[str, Any] | None = None
     init: Any = "auto"
+    parameter_labels: dict[str, Sequence[str]] | None = None
 
     def compile(self) -> Target:
         return compile_model(self.model, self.data, batch_size=self.batch_size)

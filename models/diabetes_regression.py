@@ -32,5 +32,6 @@ def build(batch_size: int = 32) -> bdl.ModelSpec:
         num_steps=40_000,
         burn_in=10_000,
         thin=10,
+        parameter_labels={"net/w": data.feature_names},
         description="diabetes, linear regression with learned noise σ (n = 353 train, d = 12)",
     )

@@ -40,5 +40,6 @@ def build(temperature: float = 1.0, batch_size: int = 64, raw: bool = False) -> 
         num_steps=80_000,
         burn_in=2_000,
         thin=20,
+        parameter_labels={"net/w": data.feature_names},
         description="logistic regression, breast cancer (n=455 train, d=31)",
     )

@@ -275,3 +275,18 @@ def test_nnsghmc_warns_when_its_friction_step_can_diverge():
         warnings.simplefilter("error")
         bdl.kernels.get("nnsghmc", step_size=0.02, alpha=1.0).bind(target)
         bdl.kernels.get("nnsghmc", step_size=0.02, alpha=5.0, q_bound=None).bind(target)
+
+
+def test_nnsghmc_friction_advice_fits_the_parameterisation():
+    """With (h, α) a smaller alpha or step size helps; with (ℓ, β) only a larger momentum does,
+    since h·α = 1 − β whatever the learning rate."""
+    with pytest.warns(RuntimeWarning) as record:
+        bdl.kernels.get("nnsghmc", step_size=0.02, alpha=5.0)
+    message = str(record[0].message)
+    assert "alpha ≤ 2 at this step_size or step_size ≤ 0.008 at this alpha" in message
+    with pytest.warns(RuntimeWarning) as record:
+        bdl.kernels.get("nnsghmc", learning_rate=0.1, momentum=0.8)
+    message = str(record[0].message)
+    assert "take momentum ≥ 0.96" in message  # (1 − 0.96)·25 = 1
+    assert "A smaller learning_rate does not help" in message
+    assert "smaller step" not in message and "step_size ≤" not in message

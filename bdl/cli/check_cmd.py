@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bdl.cli.options import parse_options
-from bdl.kernels import check, registry
+from bdl.cli.options import check_finite, check_kernel, check_seed, parse_options
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -14,12 +13,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--hyper", action="append", metavar="KEY=VALUE", help="kernel hyper-parameter (repeatable)"
     )
-    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--temperature", type=float, default=0.7, help="T at which to check (>= 0)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from bdl.kernels import check, registry
+
+    check_kernel(args.name, "kernel")
+    check_finite("--temperature", args.temperature)
+    check_seed(args.seed)
     kernel = registry.get(args.name, **parse_options(args.hyper, "--hyper"))
     report = check(kernel, temperature=args.temperature, seed=args.seed)
     print(report)

@@ -11,17 +11,12 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jax
-import jax.numpy as jnp
-import optax
+from bdl.cli.options import check_seed
 
-from bdl.compile.compiled_model import CompiledModel
-from bdl.evaluation import test_metrics
-from bdl.kernels import registry
-from bdl.model_files import load_spec
-from bdl.optimise import minimise
-from bdl.validation import nuts_reference, validate
+if TYPE_CHECKING:
+    from bdl.compile.compiled_model import CompiledModel
 
 #: SGLD's (steps, thin) in the demo: at the model file's validated step size (3e-3, posterior sds
 #: 0.14–1.06 along the principal axes) it needs 2e5 steps for an ESS of ~1000 along the flattest
@@ -38,6 +33,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def sgd_point_estimate(target: CompiledModel, steps: int, seed: int) -> dict[str, float]:
     """MAP by ``optax.sgd`` with momentum on the mean minibatch loss, for comparison."""
+    import jax
+    import optax
+
+    from bdl.evaluation import test_metrics
+    from bdl.optimise import minimise
+
     opt = optax.sgd(0.02, momentum=0.9)
     run = jax.jit(lambda p, k: minimise(target, opt, p, k, steps))
     params = run(target.initial_position, jax.random.key(seed))
@@ -45,6 +46,16 @@ def sgd_point_estimate(target: CompiledModel, steps: int, seed: int) -> dict[str
 
 
 def run(args: argparse.Namespace) -> int:
+    from bdl.evaluation import test_metrics
+    from bdl.kernels import registry
+    from bdl.model_files import load_spec
+    from bdl.validation import nuts_reference, validate
+
+    check_seed(args.seed)
+    if args.out_dir.exists() and not args.out_dir.is_dir():
+        raise NotADirectoryError(
+            f"--out-dir {args.out_dir} is a file; pass a directory for the demo's figures."
+        )
     spec = load_spec("logistic_breast_cancer")
     target = spec.compile()
     print(f"bdl demo: {spec.description}; prior N(0, 1), T = 1, minibatch {spec.batch_size}\n")
@@ -70,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             reference=reference,
             plot=args.out_dir / f"demo_{name}.png",
+            parameter_labels=spec.parameter_labels,
         )
         print(report.table())
         print(f"plot: {report.plot}  ({report.seconds['kernel']:.0f} s)\n")
@@ -82,4 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _flat(tree: object) -> object:
+    import jax
+    import jax.numpy as jnp
+
     return jax.tree.map(lambda a: jnp.asarray(a).reshape(-1, *a.shape[2:]), tree)

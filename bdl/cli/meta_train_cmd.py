@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bdl.meta import TRAINERS, trainer
-from bdl.meta.config import load_config
+from bdl.meta import TRAINERS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,8 +26,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config, args.kernel)
+    from bdl.meta import trainer
+    from bdl.meta.config import load_config
+
     out = Path(args.out) if args.out else Path("bdl-output") / "meta" / args.kernel
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file; pass a directory for the run.")
+    config = load_config(args.config, args.kernel)
     result = trainer(args.kernel)(config, out, resume=args.resume, progress=not args.quiet)
     last = result.history[-1]["loss"] if result.history else float("nan")
     print(

@@ -1,9 +1,23 @@
-"""Parsing ``key=value`` options given on the command line."""
+"""Parsing and checking command-line arguments, before anything is compiled.
+
+Every check names the flag and says what to pass instead; a value given on the command line is
+never replaced by a default (``is None`` tests, not truthiness: ``--thin 0`` is an error, not
+"the model file's thin").
+"""
 
 from __future__ import annotations
 
+import argparse
 import ast
+import dataclasses
+import math
 from typing import Any
+
+#: the largest seed: JAX keys take 32-bit seeds, and a larger one would silently wrap around
+MAX_SEED = 2**31 - 1
+#: the starts of ``bdl.sample``'s ``init`` for models and for potentials
+MODEL_INITS = ("auto", "network", "perturbed", "map", "prior", "fixed")
+POTENTIAL_INITS = ("auto", "fixed")
 
 
 def parse_options(items: list[str] | None, flag: str) -> dict[str, Any]:
@@ -12,9 +26,105 @@ def parse_options(items: list[str] | None, flag: str) -> dict[str, Any]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"{flag} expects key=value, got {item!r}.")
+            example = "step_size=1e-3" if flag == "--hyper" else "depth=3"
+            raise ValueError(f"{flag} expects KEY=VALUE, e.g. {flag} {example}; got {item!r}.")
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):
             out[key] = value
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class RunLengths:
+    """The run's lengths, checked: ``steps`` ≥ 1, 0 ≤ ``burn_in`` < ``steps``, ``thin`` ≥ 1,
+    at least one draw, ``chains`` ≥ 1."""
+
+    steps: int
+    burn_in: int
+    thin: int
+    chains: int
+
+    @property
+    def draws(self) -> int:
+        """Draws per chain."""
+        return (self.steps - self.burn_in) // self.thin
+
+
+def run_lengths(args: argparse.Namespace, spec: Any) -> RunLengths:
+    """``--steps``, ``--burn-in``, ``--thin`` (each the given value, or the model file's when not
+    given) and ``--chains``, checked; ``ValueError`` naming the flag and the fix."""
+
+    def pick(flag: str, given: int | None, default: int) -> tuple[int, str]:
+        if given is None:
+            return default, f"{flag} (the model file's default, {default})"
+        return given, f"{flag} {given}"
+
+    steps, steps_src = pick("--steps", args.steps, spec.num_steps)
+    burn_in, burn_src = pick("--burn-in", args.burn_in, spec.burn_in)
+    thin, thin_src = pick("--thin", args.thin, spec.thin)
+    at_least("--steps", steps_src, steps, 1, "total steps per chain, burn-in included")
+    at_least("--burn-in", burn_src, burn_in, 0, "steps discarded before the first draw")
+    at_least("--thin", thin_src, thin, 1, "keep every THIN-th step after burn-in")
+    at_least("--chains", f"--chains {args.chains}", args.chains, 1, "chains run in parallel")
+    if burn_in >= steps:
+        raise ValueError(
+            f"{burn_src} must be smaller than {steps_src}: nothing would be collected; pass "
+            f"--burn-in {steps // 5} (or any value below {steps}), or more --steps."
+        )
+    if thin > steps - burn_in:
+        raise ValueError(
+            f"{thin_src} is larger than the {steps - burn_in} steps after burn-in ({steps_src}, "
+            f"{burn_src}): nothing would be collected; pass --thin {steps - burn_in} or less, or "
+            "more --steps."
+        )
+    return RunLengths(steps, burn_in, thin, args.chains)
+
+
+def at_least(flag: str, described: str, value: int, minimum: int, meaning: str) -> None:
+    """``ValueError`` unless ``value`` ≥ ``minimum``; ``described`` is the flag with its value
+    as the user gave it (or where the value came from)."""
+    if value < minimum:
+        raise ValueError(
+            f"{described} must be >= {minimum} ({meaning}); pass {flag} {minimum} or more."
+        )
+
+
+def check_seed(seed: int) -> None:
+    """Seeds are 32-bit: a larger or negative one would wrap around to another run's seed."""
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"--seed {seed}: must be an integer in [0, {MAX_SEED}].")
+
+
+def check_init(init: str | None, spec: Any) -> None:
+    """``--init`` must be a start the model supports (potentials: auto or fixed)."""
+    if init is None:
+        return
+    from bdl.dsl.potential import Potential
+
+    allowed = POTENTIAL_INITS if isinstance(spec.model, Potential) else MODEL_INITS
+    if init not in allowed:
+        what = "a potential" if isinstance(spec.model, Potential) else "a model"
+        raise ValueError(f"--init {init!r}: the start of {what} is one of {', '.join(allowed)}.")
+
+
+def check_kernel(name: str, what: str = "--kernel") -> None:
+    """A kernel name (``what``: how the command line calls it) must be registered;
+    ``ValueError`` listing the kernels otherwise."""
+    from bdl.kernels import registry
+
+    if name not in registry.names():
+        import difflib
+
+        close = difflib.get_close_matches(name, registry.names(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(
+            f"{what} {name!r} is not a registered kernel{hint}; the kernels are "
+            f"{', '.join(registry.names())} (see `bdl kernels`)."
+        )
+
+
+def check_finite(flag: str, value: float, minimum: float = 0.0) -> None:
+    """``ValueError`` unless ``value`` is a finite number ≥ ``minimum``."""
+    if not (math.isfinite(value) and value >= minimum):
+        raise ValueError(f"{flag} {value}: must be a finite number >= {minimum:g}.")

@@ -1,33 +1,42 @@
-"""``bdl sample MODEL --kernel NAME``: run a kernel on a model file and summarise the draws."""
+"""``bdl sample MODEL --kernel NAME``: run a kernel on a model file and summarise the draws.
+
+Every argument is checked before anything is compiled. Ctrl-C (or SIGTERM) at any moment ends the
+command with status 130; once sampling has started, the draws collected so far are first
+summarised (and saved with ``--out``), and with ``--checkpoint`` the run's state is kept so that
+``bdl sample --resume DIR`` goes on where it stopped.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
 
-from bdl.cli.options import parse_options
-from bdl.compile.compiled_model import CompiledModel
-from bdl.evaluation import test_metrics
-from bdl.kernels import registry
-from bdl.model_files import load_spec
-from bdl.sampling import Samples, check_output_path, sample
+from bdl.cli.options import check_init, check_kernel, check_seed, parse_options, run_lengths
 from bdl.utils.trees import leaf_paths
+
+if TYPE_CHECKING:
+    from bdl.sampling import Samples
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sample", help="draw samples of MODEL with a kernel")
-    p.add_argument("model", help="a model name from models/ or a path to a .py file")
-    p.add_argument("--kernel", required=True, help="kernel name (see `bdl kernels`)")
+    p.add_argument("model", nargs="?", help="a model name from models/ or a path to a .py file")
+    p.add_argument("--kernel", default=None, help="kernel name (see `bdl kernels`)")
     p.add_argument("--steps", type=int, default=None, help="total steps per chain")
     p.add_argument("--burn-in", type=int, default=None, help="steps discarded first")
     p.add_argument("--thin", type=int, default=None, help="keep every THIN-th step")
-    p.add_argument("--chains", type=int, default=4, help="chains run in parallel (vmap)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--chains", type=int, default=None, help="chains run in parallel (vmap; default 4)"
+    )
+    p.add_argument("--seed", type=int, default=None, help="the run's seed (default 0)")
     p.add_argument(
         "--init",
         default=None,
@@ -40,6 +49,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "adapting step size, mass and friction during burn-in",
     )
     p.add_argument("--out", type=Path, default=None, help="save draws (.npz, or .nc for ArviZ)")
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep the run's state in DIR, so that --resume DIR can continue it",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds between checkpoints (default 60)",
+    )
+    p.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="continue the run checkpointed in DIR (its settings are read back; --steps may "
+        "extend it)",
+    )
     p.add_argument(
         "--hyper",
         action="append",
@@ -55,46 +86,149 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+#: what ``--checkpoint`` records of the command line, so that ``--resume`` can rebuild the run
+RUN_FILE = "command.json"
+_RECORDED = ("model", "kernel", "hyper", "option", "tuned", "chains", "seed", "burn_in", "thin")
+
+
 def run(args: argparse.Namespace) -> int:
+    from bdl.cli.summary import summary_lines
+    from bdl.kernels import registry
+    from bdl.model_files import load_spec
+    from bdl.sampling import check_output_path, sample
+    from bdl.sampling import checkpoint as checkpoint_io
+
     if args.out is not None:
         check_output_path(args.out)  # before any work: a bad --out must not cost the run
-    spec = load_spec(args.model, **parse_options(args.option, "--option"))
+    if args.resume is not None:
+        resumed_command(args)
+    elif args.model is None or args.kernel is None:
+        raise ValueError(
+            "bdl sample needs a MODEL and --kernel NAME (or --resume DIR to continue a run)."
+        )
+    elif args.checkpoint is not None:
+        checkpoint_io.check_directory(args.checkpoint, "--checkpoint")
+        if checkpoint_io.exists(args.checkpoint):
+            raise ValueError(
+                f"--checkpoint {args.checkpoint} already holds a run; continue it with "
+                f"--resume {args.checkpoint}, or give an empty directory."
+            )
+    args.chains = 4 if args.chains is None else args.chains
+    args.seed = 0 if args.seed is None else args.seed
+    if not args.checkpoint_every >= 0:
+        raise ValueError(f"--checkpoint-every must be >= 0 seconds; got {args.checkpoint_every}.")
+    check_seed(args.seed)
+    check_kernel(args.kernel)
     hyper = parse_options(args.hyper, "--hyper")
+    spec = load_spec(args.model, **parse_options(args.option, "--option"))
+    lengths = run_lengths(args, spec)
+    check_init(args.init, spec)
     if args.tuned:
         hyper = {**spec.kernel_hyper(args.kernel), **hyper}
     kernel = registry.get(args.kernel, **hyper)
     target = spec.compile()
-    steps = args.steps or spec.num_steps
-    burn_in = spec.burn_in if args.burn_in is None else args.burn_in
-    thin = args.thin or spec.thin
+    steps, burn_in, thin = lengths.steps, lengths.burn_in, lengths.thin
     print(
         f"{target.name}: {args.kernel} {hyper or registry.defaults(args.kernel)}, "
-        f"{args.chains} chains x {steps} steps (burn-in {burn_in}, thin {thin})"
+        f"{lengths.chains} chains x {steps} steps (burn-in {burn_in}, thin {thin})"
     )
+    directory = args.resume or args.checkpoint
+    if args.checkpoint is not None:
+        record_command(args, args.checkpoint, steps, burn_in, thin)
     start = time.perf_counter()
-    samples = sample(
-        target,
-        kernel,
-        num_steps=steps,
-        burn_in=burn_in,
-        thin=thin,
-        num_chains=args.chains,
-        seed=args.seed,
-        init=spec.init if args.init is None else args.init,
-        progress=True,
-    )
+    with warnings.catch_warnings():
+        # an interruption is reported below, with what was kept
+        warnings.filterwarnings("ignore", "sampling interrupted", UserWarning)
+        samples = sample(
+            target,
+            kernel,
+            num_steps=steps,
+            burn_in=burn_in,
+            thin=thin,
+            num_chains=lengths.chains,
+            seed=args.seed,
+            init=spec.init if args.init is None else args.init,
+            progress=True,
+            checkpoint=args.checkpoint,
+            checkpoint_every=args.checkpoint_every,
+            resume=args.resume,
+        )
     print(f"{samples} in {time.perf_counter() - start:.1f} s")
+    if samples.interrupted:
+        print(f"bdl sample: {interruption(samples, steps, burn_in)}", file=sys.stderr)
+        if directory is not None:
+            print(f"bdl sample: continue with: bdl sample --resume {directory}", file=sys.stderr)
+    if samples.num_draws == 0:
+        if not samples.interrupted:
+            print("no draws were kept (every step was marked as a non-sample); run longer.")
+        return 130 if samples.interrupted else 0
     if samples.adapted is not None:
         print("adapted (per chain): " + adapted_line(samples.adapted))
     if samples.healthy_chains.size:
-        summarise(target, samples)
+        print("\n".join(summary_lines(target, samples, spec.parameter_labels)))
     if args.out is not None:
         samples.save(args.out)
         print(f"draws written to {args.out}")
+    if samples.interrupted:
+        return 130
     if np.any(samples.diverged):
         print(f"bdl sample: warning: {samples.divergence_report()}", file=sys.stderr)
         return 3
-    return 1 if samples.interrupted else 0
+    return 0
+
+
+def record_command(
+    args: argparse.Namespace, directory: Path, steps: int, burn_in: int, thin: int
+) -> None:
+    """Write what ``--resume`` needs to rebuild this run into the checkpoint directory."""
+    record = {name: getattr(args, name) for name in _RECORDED}
+    record.update(steps=steps, burn_in=burn_in, thin=thin, init=args.init)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / RUN_FILE).write_text(json.dumps(record, indent=1))
+
+
+def resumed_command(args: argparse.Namespace) -> None:
+    """Fill ``args`` from the command recorded in ``--resume DIR``; a flag given again with
+    another value is an error naming it (``--steps`` may grow: the run is extended)."""
+    path = args.resume / RUN_FILE
+    if not path.is_file():
+        raise ValueError(
+            f"--resume {args.resume}: no {RUN_FILE} there; give a directory that "
+            "`bdl sample ... --checkpoint DIR` wrote."
+        )
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"--resume {args.resume}: {path} cannot be read ({err}).") from None
+    if args.checkpoint is not None and args.checkpoint != args.resume:
+        raise ValueError(
+            "--checkpoint with --resume: a resumed run goes on checkpointing into the directory "
+            "it resumes; leave --checkpoint out."
+        )
+    for name in (*_RECORDED, "init"):
+        given, saved = getattr(args, name), record.get(name)
+        flag = "MODEL" if name == "model" else "--" + name.replace("_", "-")
+        if given not in (None, False, []) and given != saved:
+            raise ValueError(_conflict(flag, given, saved, args.resume))
+        setattr(args, name, saved)
+    if args.steps is None:
+        args.steps = record.get("steps")
+
+
+def _conflict(flag: str, given: object, saved: object, directory: Path) -> str:
+    return (
+        f"{flag} {given} conflicts with the run in --resume {directory}, which has {saved}; "
+        f"leave {flag} out to continue it."
+    )
+
+
+def interruption(samples: Samples, steps: int, burn_in: int) -> str:
+    """One line saying where Ctrl-C stopped the run and what is kept."""
+    where = f"interrupted after {samples.steps_done} of {steps} steps"
+    if samples.num_draws:
+        return f"{where}; summarising the {samples.num_draws} draws per chain collected."
+    phase = " (during burn-in)" if samples.steps_done < burn_in else ""
+    return f"{where}{phase}: no draws yet, nothing to summarise or save."
 
 
 def adapted_line(adapted: dict) -> str:
@@ -110,24 +244,16 @@ def adapted_line(adapted: dict) -> str:
     return "; ".join(parts)
 
 
-def summarise(target: object, samples: Samples) -> None:
-    """Posterior summary of the first parameters, and test metrics for data models."""
-    import numpyro.diagnostics as diag
-
-    positions = jax.tree.map(lambda a: a[samples.healthy_chains], samples.positions)
-    names = leaf_paths(positions)
-    rows = []
-    for name, leaf in zip(names, jax.tree.leaves(positions), strict=True):
-        flat = np.asarray(leaf).reshape(leaf.shape[0], leaf.shape[1], -1)
-        for j in range(min(flat.shape[2], max(0, 8 - len(rows)))):
-            x = flat[:, :, j]
-            ess = float(diag.effective_sample_size(x)) if x.shape[1] > 3 else float("nan")
-            rhat = float(diag.split_gelman_rubin(x)) if x.shape[1] > 3 else float("nan")
-            label = f"{name}[{j}]" if flat.shape[2] > 1 else name
-            rows.append((label, x.mean(), x.std(), ess, rhat))
-    print(f"{'parameter':<28}{'mean':>10}{'sd':>10}{'ESS':>9}{'R-hat':>8}")
-    for label, m, s, e, r in rows:
-        print(f"{label[:27]:<28}{m:>10.4f}{s:>10.4f}{e:>9.0f}{r:>8.3f}")
-    if isinstance(target, CompiledModel) and target.x_test is not None:
-        metrics = test_metrics(target, samples.flat(healthy=True))
-        print("test " + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+def save(samples: Samples, path: Path) -> None:
+    if path.suffix == ".nc":
+        samples.to_arviz().to_netcdf(str(path))
+        return
+    arrays = {
+        f"position/{k}": np.asarray(v)
+        for k, v in zip(
+            leaf_paths(samples.positions), jax.tree.leaves(samples.positions), strict=True
+        )
+    }
+    arrays.update({f"info/{k}": v for k, v in samples.info.items()})
+    arrays["steps"] = samples.steps
+    np.savez(path, **arrays)

@@ -1,14 +1,26 @@
-"""``bdl validate MODEL --kernel NAME``: NUTS reference vs kernel; table, plot, exit code."""
+"""``bdl validate MODEL --kernel NAME``: NUTS reference vs kernel; table, plot, exit code.
+
+Every argument is checked before anything is compiled; exit 0 when every gated quantity is
+within its threshold, 1 when one is not, 2 for bad usage or an untrusted NUTS reference.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from bdl.cli.options import parse_options
-from bdl.kernels import registry
-from bdl.model_files import load_spec
-from bdl.validation import UntrustedReferenceError, validate
+from bdl.cli.options import (
+    at_least,
+    check_init,
+    check_kernel,
+    check_seed,
+    parse_options,
+    run_lengths,
+)
+
+#: figure formats the plot is written in (by its suffix)
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,8 +52,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = load_spec(args.model, **parse_options(args.option, "--option"))
+    from bdl.kernels import registry
+    from bdl.model_files import load_spec
+    from bdl.validation import UntrustedReferenceError, validate
+
+    check_seed(args.seed)
+    check_kernel(args.kernel)
+    at_least(
+        "--nuts-warmup",
+        f"--nuts-warmup {args.nuts_warmup}",
+        args.nuts_warmup,
+        0,
+        "NUTS warm-up steps per chain",
+    )
+    at_least(
+        "--nuts-samples",
+        f"--nuts-samples {args.nuts_samples}",
+        args.nuts_samples,
+        1,
+        "NUTS draws per chain",
+    )
+    check_plot(args.plot)
     hyper = parse_options(args.hyper, "--hyper")
+    spec = load_spec(args.model, **parse_options(args.option, "--option"))
+    lengths = run_lengths(args, spec)
+    check_init(args.init, spec)
     if args.tuned:
         hyper = {**spec.kernel_hyper(args.kernel), **hyper}
     kernel = registry.get(args.kernel, **hyper)
@@ -51,19 +86,35 @@ def run(args: argparse.Namespace) -> int:
         report = validate(
             target,
             kernel,
-            num_steps=args.steps or spec.num_steps,
-            burn_in=spec.burn_in if args.burn_in is None else args.burn_in,
-            thin=args.thin or spec.thin,
-            num_chains=args.chains,
+            num_steps=lengths.steps,
+            burn_in=lengths.burn_in,
+            thin=lengths.thin,
+            num_chains=lengths.chains,
             seed=args.seed,
             init=spec.init if args.init is None else args.init,
             nuts={"num_warmup": args.nuts_warmup, "num_samples": args.nuts_samples},
             plot=plot,
             progress=True,
+            parameter_labels=spec.parameter_labels,
         )
     except UntrustedReferenceError as err:
-        print(f"bdl validate: {err}")
+        print(f"bdl validate: error: {err}", file=sys.stderr)
         return 2
     print(report)
     print(f"plot: {report.plot}")
     return 0 if report.passed else 1
+
+
+def check_plot(plot: Path | None) -> None:
+    """``--plot`` must be a file name with a figure suffix, not a directory."""
+    if plot is None:
+        return
+    if plot.is_dir():
+        raise ValueError(
+            f"--plot {plot} is a directory; pass a file name such as {plot / 'validate.png'}."
+        )
+    if plot.suffix.lower() not in PLOT_SUFFIXES:
+        raise ValueError(
+            f"--plot {plot}: the figure's format comes from its suffix, one of "
+            f"{', '.join(PLOT_SUFFIXES)}; e.g. --plot {plot.with_suffix('.png')}."
+        )

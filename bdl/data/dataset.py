@@ -13,7 +13,10 @@ class Dataset:
 
     ``x_train``/``x_test`` have the example axis first; ``y_train``/``y_test`` are integer class
     labels (classification) or floating targets (regression). ``num_classes`` is ``None`` for
-    regression. The test split may be absent (``None``).
+    regression. The test split may be absent (``None``). ``feature_names`` names the columns of
+    ``x`` where the source has names (scikit-learn's tabular sets); a model file can pass them on
+    as parameter labels (``ModelSpec.parameter_labels``), so that summaries say
+    ``net/w[mean radius]`` instead of ``net/w[0]``.
     """
 
     name: str
@@ -22,6 +25,7 @@ class Dataset:
     x_test: np.ndarray | None = None
     y_test: np.ndarray | None = None
     num_classes: int | None = None
+    feature_names: tuple[str, ...] | None = None
 
     @property
     def n(self) -> int:

@@ -45,6 +45,11 @@ def _standardize(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, n
     return (x_train - mean) / std, (x_test - mean) / std
 
 
+def _feature_names(bunch: Any) -> tuple[str, ...] | None:
+    names = getattr(bunch, "feature_names", None)
+    return None if names is None else tuple(str(n) for n in names)
+
+
 def _classification(
     name: str,
     bunch: Any,
@@ -65,6 +70,7 @@ def _classification(
         x_test=x_test.astype(np.float32),
         y_test=y_test,
         num_classes=num_classes,
+        feature_names=_feature_names(bunch),
     )
 
 
@@ -133,4 +139,5 @@ def diabetes(test_fraction: float = 0.2, seed: int = 0, standardize_y: bool = Fa
         x_test.astype(np.float32),
         y_test.astype(np.float32),
         num_classes=None,
+        feature_names=_feature_names(bunch),
     )

@@ -227,8 +227,10 @@ def nnsghmc(
 
 def _warn_if_friction_unstable(step: Any, recipe: NNSGHMCRecipe) -> None:
     """Warn when h·(α·max f_Q² + c) ≥ 2: the explicit friction update r ← (1 − h·D_rr)·r + …
-    can then amplify r (f_D ≥ 0 only adds to D_rr). In the (ℓ, β) parameterisation h·α = 1 − β,
-    so only a larger momentum helps there."""
+    can then amplify r (f_D ≥ 0 only adds to D_rr). The advice is the setting that keeps
+    h·D_rr ≤ 1 (r is damped without flipping sign), in the parameterisation the kernel was given:
+    with (h, α) a smaller alpha or step_size; with (ℓ, β) a larger momentum only, since there
+    h·α = 1 − β whatever the learning rate."""
     if recipe.q_bound is None or callable(step):
         return
     f_max = max(abs(recipe.beta0 + recipe.q_bound), abs(recipe.beta0 - recipe.q_bound))
@@ -237,9 +239,10 @@ def _warn_if_friction_unstable(step: Any, recipe: NNSGHMCRecipe) -> None:
         if worst >= 2.0:
             warnings.warn(
                 f"nnsghmc: h·α·max f_Q² = (1 − momentum)·{f_max**2:.3g} = {worst:.3g} ≥ 2, so the "
-                f"friction step can diverge where the networks output large f_Q; take momentum ≥ "
-                f"{1.0 - 2.0 / f_max**2:.3g} (a smaller learning rate does not help: h·α = 1 − "
-                "momentum).",
+                "friction step can diverge where the networks output large f_Q; take momentum "
+                f"≥ {1.0 - 1.0 / f_max**2:.3g}, which keeps it ≤ 1. A smaller learning_rate does "
+                "not help: with (learning_rate, momentum), h·α = 1 − momentum whatever the "
+                "learning rate.",
                 RuntimeWarning,
                 stacklevel=3,
             )
@@ -247,11 +250,13 @@ def _warn_if_friction_unstable(step: Any, recipe: NNSGHMCRecipe) -> None:
     h = float(step)
     worst = h * (recipe.alpha * f_max**2 + recipe.c)
     if worst >= 2.0:
+        fixes = [f"step_size ≤ {1.0 / (recipe.alpha * f_max**2 + recipe.c):.3g} at this alpha"]
+        if 1.0 / h > recipe.c:
+            fixes.insert(0, f"alpha ≤ {(1.0 / h - recipe.c) / f_max**2:.3g} at this step_size")
         warnings.warn(
             f"nnsghmc: h·(α·max f_Q² + c) = {worst:.3g} ≥ 2 (h = {h:.3g}, α = {recipe.alpha:.3g}, "
             f"f_Q up to {f_max:.3g}), so the friction step can diverge where the networks output "
-            f"large f_Q; take alpha ≤ {(1.0 / h - recipe.c) / f_max**2:.3g} or a smaller "
-            "step_size.",
+            f"large f_Q; take {' or '.join(fixes)}, which keeps h·(α·f_Q² + c) ≤ 1.",
             RuntimeWarning,
             stacklevel=3,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -68,3 +69,57 @@ def tree_normal_like(key: jax.Array, tree: PyTree) -> PyTree:
 def tree_where(cond: jax.Array, a: PyTree, b: PyTree) -> PyTree:
     """Leafwise ``jnp.where(cond, a, b)`` with a scalar condition."""
     return jax.tree.map(lambda x, y: jnp.where(cond, x, y), a, b)
+
+
+def parameter_names(
+    tree: PyTree,
+    *,
+    batch_dims: int = 0,
+    labels: dict[str, Any] | None = None,
+) -> list[str]:
+    """One readable name per scalar coordinate of ``tree``, in flattening order.
+
+    A coordinate is named by its leaf's path and its index, ``net/Dense_0/kernel[3,1]``
+    (``net/w[3]`` in one dimension, the bare path for a scalar leaf), in the order of
+    ``jax.tree.leaves`` with each leaf flattened in C order — the order of
+    :func:`bdl.validation.reference.parameter_summaries` and of ``ravel_pytree``. Every table,
+    message and plot that names a parameter uses these names, so the same coordinate has the same
+    name everywhere.
+
+    Args:
+        tree: a position, or draws of one with ``batch_dims`` leading axes (e.g. 2 for
+            ``(chain, draw)``), which are not part of the name. A position that is a bare array
+            has the path ``theta``.
+        labels: names for the entries along the first axis of some leaves, by path, e.g.
+            ``{"net/w": data.feature_names}``: coordinate 3 of ``net/w`` is then
+            ``net/w[mean radius]``. A label list must match the leaf's first axis.
+    """
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    paths = [path_to_str(p) or "theta" for p, _ in flat]  # a bare array position is θ
+    labels = dict(labels or {})
+    unknown = sorted(set(labels) - set(paths))
+    if unknown:
+        raise ValueError(
+            f"parameter labels for {unknown}, which are not leaves of the position; its leaves "
+            f"are {paths}."
+        )
+    names: list[str] = []
+    for path, (_, leaf) in zip(paths, flat, strict=True):
+        shape = tuple(jnp.shape(leaf))[batch_dims:]
+        if not shape:
+            names.append(path)
+            continue
+        first = labels.get(path)
+        if first is not None:
+            first = [str(x) for x in first]
+            if len(first) != shape[0]:
+                raise ValueError(
+                    f"parameter labels for {path!r}: {len(first)} names for a first axis of "
+                    f"length {shape[0]} (shape {shape}); give one name per entry."
+                )
+        for index in itertools.product(*(range(n) for n in shape)):
+            parts = [str(i) for i in index]
+            if first is not None:
+                parts[0] = first[index[0]]
+            names.append(f"{path}[{','.join(parts)}]")
+    return names

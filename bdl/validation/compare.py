@@ -23,6 +23,7 @@ import numpy as np
 from bdl import metrics
 from bdl.compile.compiled_model import CompiledModel
 from bdl.diagnostics import ess_bulk
+from bdl.utils.trees import parameter_names
 from bdl.validation.reference import evaluation_inputs, parameter_summaries
 
 PyTree = Any
@@ -64,7 +65,16 @@ def _mean_mcse(x: np.ndarray) -> tuple[np.ndarray, ...]:
     return flat.mean(0), sd, sd / np.sqrt(np.maximum(ess, 1.0)), ess
 
 
-def compare_parameters(draws: PyTree, reference: PyTree, *, seed: int = 0) -> list[Row]:
+def compare_parameters(
+    draws: PyTree,
+    reference: PyTree,
+    *,
+    seed: int = 0,
+    labels: dict[str, Any] | None = None,
+) -> list[Row]:
+    """The parameter-space rows for ``(chain, draw, ...)`` draws against NUTS's. The parameter
+    with the largest standardised mean error is named by
+    :func:`bdl.utils.trees.parameter_names` (``labels``: its feature names by path)."""
     x = parameter_summaries(draws).astype(np.float64)
     r = parameter_summaries(reference).astype(np.float64)
     m_k, sd_k, se_k, ess_k = _mean_mcse(x)
@@ -76,8 +86,9 @@ def compare_parameters(draws: PyTree, reference: PyTree, *, seed: int = 0) -> li
     rs = r.reshape(-1, r.shape[-1]) / sd_r
     ed = float(metrics.energy_distance(xs, rs, max_samples=2_000, key=jax.random.key(seed)))
     worst = int(np.argmax(np.abs(sme)))
+    name = parameter_names(reference, batch_dims=2, labels=labels)[worst]
     rows = _moment_rows(ess_k, sme, ratio, z, ed)
-    rows.insert(-1, Row(f"  (worst parameter: #{worst})", float(sme[worst]), None, "", None))
+    rows.insert(-1, Row(f"  (worst parameter: {name})", float(sme[worst]), None, "", None))
     return rows
 
 

@@ -11,13 +11,21 @@ import numpy as np
 from bdl.compile.compiled_model import CompiledModel
 from bdl.diagnostics import kinetic_temperature_band
 from bdl.sampling.samples import Samples
+from bdl.utils.trees import parameter_names
 from bdl.validation.compare import _mixture_moments, predictive_per_sample
 from bdl.validation.reference import Reference, evaluation_inputs, parameter_summaries
 
 
 def plot_validation(
-    path: Path, target: Any, samples: Samples, reference: Reference, title: str
+    path: Path,
+    target: Any,
+    samples: Samples,
+    reference: Reference,
+    title: str,
+    labels: dict[str, Any] | None = None,
 ) -> Path:
+    """The validation figure; parameters are named as everywhere else
+    (:func:`bdl.utils.trees.parameter_names`, ``labels``: feature names by path)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -30,18 +38,19 @@ def plot_validation(
     if reference.space == "parameter":
         x = parameter_summaries(samples.positions).reshape(-1, reference.monitored.shape[-1])
         r = parameter_summaries(reference.positions).reshape(-1, reference.monitored.shape[-1])
+        names = parameter_names(reference.positions, batch_dims=2, labels=labels)
         for j, ax in zip(range(min(2, x.shape[1])), axes[:2], strict=False):
             bins = np.linspace(
                 min(x[:, j].min(), r[:, j].min()), max(x[:, j].max(), r[:, j].max()), 40
             )
             ax.hist(r[:, j], bins, density=True, alpha=0.5, label="NUTS")
             ax.hist(x[:, j], bins, density=True, histtype="step", lw=2, label=samples.kernel)
-            ax.set_title(f"parameter #{j}")
+            ax.set_title(names[j])
             ax.legend()
         if x.shape[1] > 1:
             axes[2].scatter(r[:, 0], r[:, 1], s=2, alpha=0.3, label="NUTS")
             axes[2].scatter(x[:, 0], x[:, 1], s=2, alpha=0.3, label=samples.kernel)
-            axes[2].set_title("pair: #0 vs #1")
+            axes[2].set_title(f"pair: {names[0]} vs {names[1]}")
             axes[2].legend()
     elif isinstance(target, CompiledModel) and target.likelihood.task == "classification":
         p = np.asarray(predictive_per_sample(target, samples.positions).mean(0))
@@ -102,7 +111,12 @@ def _leaves(tree: Any) -> list:
 
 
 def plot_case(
-    path: Path, target: Any, reference: Reference, drawn: dict[str, Samples], title: str
+    path: Path,
+    target: Any,
+    reference: Reference,
+    drawn: dict[str, Samples],
+    title: str,
+    labels: dict[str, Any] | None = None,
 ) -> Path:
     """One figure per suite case, one panel per kernel, NUTS in every panel.
 
@@ -130,6 +144,7 @@ def plot_case(
         r = parameter_summaries(reference.positions)
         r = r.reshape(-1, r.shape[-1])
         r_mean, r_sd = r.mean(0), r.std(0)
+        parameters = parameter_names(reference.positions, batch_dims=2, labels=labels)
     elif classification:
         q = np.asarray(predictive_per_sample(target, reference.positions).mean(0))
     else:
@@ -146,7 +161,7 @@ def plot_case(
             bins = np.linspace(lo, hi, 40) if np.isfinite(lo + hi) else 40
             ax.hist(r[:, j], bins, density=True, alpha=0.4, color="C0", label="NUTS")
             ax.hist(k[:, j], bins, density=True, histtype="step", lw=1.5, color="C1", label=name)
-            ax.set_title(f"{name}: parameter #{j}", fontsize=9)
+            ax.set_title(f"{name}: {parameters[j]}", fontsize=9)
         elif classification:
             p = np.asarray(predictive_per_sample(target, samples.positions).mean(0))
             ax.scatter(q.ravel(), p.ravel(), s=2, alpha=0.3, color="C1")

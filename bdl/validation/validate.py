@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ def validate(
     nuts: dict[str, Any] | None = None,
     plot: str | Path | None = None,
     progress: bool = False,
+    parameter_labels: dict[str, Any] | None = None,
 ) -> ValidationReport:
     """Run NUTS (or reuse ``reference``) and ``kernel`` on ``target``, compare, plot.
 
@@ -71,26 +73,36 @@ def validate(
         nuts: keyword arguments for :func:`bdl.validation.nuts_reference` (num_warmup, …).
         plot: where to save the figure (``None``: no figure).
         init: the kernel's start (as :func:`bdl.sample`).
+        parameter_labels: names along the first axis of some position leaves, by path (e.g.
+            ``{"net/w": feature_names}``), for the table and the figure
+            (:func:`bdl.utils.trees.parameter_names`).
 
-    Chains that diverged are left out of every comparison, and a row "diverged chains" fails
-    the validation: a kernel that diverges on the model did not sample it.
+    Ctrl-C while the kernel runs raises ``KeyboardInterrupt``: a comparison of part of the run
+    would judge a different run. Chains that diverged are left out of every comparison, and a
+    row "diverged chains" fails the validation: a kernel that diverges on the model did not
+    sample it.
     """
     start = time.perf_counter()
     if reference is None:
         reference = nuts_reference(target, **(nuts or {}))
     t_ref = time.perf_counter() - start
     start = time.perf_counter()
-    samples = sample(
-        target,
-        kernel,
-        num_steps=num_steps,
-        burn_in=burn_in,
-        thin=thin,
-        num_chains=num_chains,
-        seed=seed,
-        init=init,
-        progress=progress,
-    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "sampling interrupted", UserWarning)  # raised below
+        samples = sample(
+            target,
+            kernel,
+            num_steps=num_steps,
+            burn_in=burn_in,
+            thin=thin,
+            num_chains=num_chains,
+            seed=seed,
+            init=init,
+            progress=progress,
+        )
+    if samples.interrupted:
+        # part of a run is no validation: stop as Ctrl-C stops everything else
+        raise KeyboardInterrupt(f"validation interrupted after {samples.steps_done} steps")
     t_kernel = time.perf_counter() - start
     healthy = samples.healthy_chains
     diverged = Row(
@@ -108,13 +120,23 @@ def validate(
             assert isinstance(target, CompiledModel)
             rows = [diverged, *compare_functions(target, positions, reference.positions)]
         else:
-            rows = [diverged, *compare_parameters(positions, reference.positions, seed=seed)]
+            rows = [
+                diverged,
+                *compare_parameters(
+                    positions, reference.positions, seed=seed, labels=parameter_labels
+                ),
+            ]
     plot_path = None
     if plot is not None:
         from bdl.validation.plots import plot_validation
 
         plot_path = plot_validation(
-            Path(plot), target, samples, reference, f"{target.name}: {samples.kernel} vs NUTS"
+            Path(plot),
+            target,
+            samples,
+            reference,
+            f"{target.name}: {samples.kernel} vs NUTS",
+            labels=parameter_labels,
         )
     return ValidationReport(
         target.name,

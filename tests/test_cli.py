@@ -1,0 +1,282 @@
+"""The command line as a user meets it: Ctrl-C at any moment (exit 130, with the draws kept),
+errors in model code located in the model file, quiet broken pipes, one-line warnings, the exit
+codes in --help, and summaries that name parameters (parameter space) or monitor predictions
+(networks, function space)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import bdl
+from bdl.cli.main import main
+from bdl.cli.summary import function_space_lines, parameter_space_lines
+from bdl.model_files import load_spec
+from bdl.sampling import Samples
+
+ROOT = Path(__file__).resolve().parents[1]
+LR = ["sample", "linear_regression", "--kernel", "sgld", "--tuned"]
+SHORT = ["--steps", "300", "--burn-in", "100", "--thin", "2", "--chains", "2"]
+
+
+def fake_samples(num_draws: int, steps_done: int, interrupted: bool = True) -> Samples:
+    """What bdl.sample returns for linear_regression (5 weights) after an interruption."""
+    rng = np.random.default_rng(0)
+    positions = {"net": {"w": rng.normal(size=(2, num_draws, 5)).astype(np.float32)}}
+    info = {"energy": np.zeros((2, num_draws), np.float32)}
+    steps = np.arange(num_draws) * 2 + 101
+    return Samples(positions, {}, info, steps, "sgld", steps_done, interrupted)
+
+
+# ------------------------------------------------------------------------------ Ctrl-C
+def test_ctrl_c_while_compiling_exits_130(monkeypatch, capsys):
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("bdl.spec.ModelSpec.compile", interrupted)
+    assert main([*LR, *SHORT]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "bdl sample: interrupted."
+
+
+def test_ctrl_c_during_burn_in_says_there_are_no_draws(monkeypatch, capsys, tmp_path):
+    """bdl.sample returns an interrupted Samples with zero draws: no crash, nothing saved."""
+    monkeypatch.setattr("bdl.sampling.sample", lambda *a, **k: fake_samples(0, 40))
+    out = tmp_path / "draws.npz"
+    assert main([*LR, *SHORT, "--out", str(out)]) == 130
+    captured = capsys.readouterr()
+    assert "interrupted after 40 of 300 steps (during burn-in): no draws yet" in captured.err
+    assert "Traceback" not in captured.err
+    assert not out.exists()
+
+
+def test_ctrl_c_in_the_real_loop_during_burn_in(monkeypatch, capsys):
+    """The first compiled chunk raises KeyboardInterrupt, as Ctrl-C there would."""
+    import bdl.sampling.run as run_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "_run_chunk", interrupted)
+    assert main([*LR, *SHORT]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted after 0 of 300 steps (during burn-in): no draws yet" in err
+    assert "warning" not in err  # the library's warning is replaced by the command's message
+
+
+def test_ctrl_c_while_sampling_summarises_and_saves_the_draws(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr("bdl.sampling.sample", lambda *a, **k: fake_samples(20, 140))
+    out = tmp_path / "draws.npz"
+    assert main([*LR, *SHORT, "--out", str(out)]) == 130
+    captured = capsys.readouterr()
+    assert "interrupted after 140 of 300 steps; summarising the 20 draws" in captured.err
+    assert "net/w[0]" in captured.out
+    assert out.is_file()
+
+
+def test_ctrl_c_during_validation_exits_130(monkeypatch, capsys):
+    validate_module = importlib.import_module("bdl.validation.validate")  # not the function
+    monkeypatch.setattr(validate_module, "nuts_reference", lambda *a, **k: None)
+    monkeypatch.setattr(validate_module, "sample", lambda *a, **k: fake_samples(3, 120))
+    args = ["validate", "linear_regression", "--kernel", "sgld", "--steps", "300"]
+    assert main([*args, "--burn-in", "100"]) == 130
+    assert capsys.readouterr().err.strip().endswith("bdl validate: interrupted.")
+
+
+def test_ctrl_c_during_meta_training_exits_130(monkeypatch, capsys, tmp_path):
+    def train(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("bdl.meta.trainer", lambda kernel: train)
+    assert main(["meta-train", "l2e", "--out", str(tmp_path / "run"), "--quiet"]) == 130
+    assert "bdl meta-train: interrupted." in capsys.readouterr().err
+
+
+def test_interruption_wins_over_divergence(monkeypatch, capsys):
+    samples = fake_samples(20, 140)
+    object.__setattr__(samples, "diverged", np.array([True, False]))
+    object.__setattr__(samples, "divergence_step", np.array([120, -1]))
+    monkeypatch.setattr("bdl.sampling.sample", lambda *a, **k: samples)
+    assert main([*LR, *SHORT]) == 130
+
+
+# ------------------------------------------------------------------------------ model code
+BROKEN_NETWORK = """\
+import jax.numpy as jnp
+
+import bdl
+from bdl.data.synthetic import linear_regression
+
+
+def network(params, x):
+    raise RuntimeError("this network is not written yet")
+
+
+def build():
+    data = linear_regression(n=20, dim=3, noise_sd=0.5, seed=0)
+    model = bdl.Model(network=network, params={"w": jnp.zeros(3)},
+                      likelihood=bdl.Gaussian(scale=0.5), prior=bdl.Normal(1.0))
+    return bdl.ModelSpec(model, data, num_steps=10, burn_in=0, thin=1)
+"""
+
+
+def test_an_error_raised_in_the_model_code_names_the_file_and_line(tmp_path, capsys):
+    path = tmp_path / "broken_network.py"
+    path.write_text(BROKEN_NETWORK)
+    assert main(["sample", str(path), "--kernel", "sgld", "--hyper", "step_size=1e-3"]) == 2
+    err = capsys.readouterr().err
+    assert "RuntimeError: this network is not written yet" in err
+    assert f"raised at {path}:8, in network" in err
+    assert "Traceback" not in err
+
+
+def test_load_spec_raises_model_file_error_with_the_cause(tmp_path):
+    from bdl.model_files import ModelFileError
+
+    path = tmp_path / "typo.py"
+    path.write_text("def build():\n    return undefined_name\n")
+    with pytest.raises(ModelFileError, match=r"typo.py:2 \(in build\): NameError") as info:
+        load_spec(str(path))
+    assert isinstance(info.value.__cause__, NameError)
+
+
+# ------------------------------------------------------------------------------ pipes, warnings
+class ClosedPipe:
+    def write(self, text):
+        raise BrokenPipeError
+
+    def flush(self):
+        raise BrokenPipeError
+
+
+def test_a_closed_pipe_ends_quietly_in_process(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["kernels", "--no-check"]) == 141
+    assert capsys.readouterr().err == ""
+
+
+def test_a_closed_pipe_ends_quietly_in_the_console_script():
+    """`bdl kernels | head -0`: the reader is gone before anything is written."""
+    env = {**os.environ, "BDL_XLA_CACHE": "0", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bdl.cli.main", "kernels", "--no-check"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert err == ""
+
+
+def test_warnings_print_as_one_line(monkeypatch, capsys):
+    class Report:
+        exact = True
+
+        def __str__(self):
+            return "nnsghmc: exact"
+
+    monkeypatch.setattr("bdl.kernels.check", lambda *a, **k: Report())
+    before = warnings.showwarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        args = ["check", "nnsghmc", "--hyper", "step_size=0.02", "--hyper", "alpha=5.0"]
+        assert main(args) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("bdl: warning: nnsghmc: h·(α·max f_Q² + c) = 2.5 ≥ 2"), err
+    assert len(err.strip().splitlines()) == 1  # no source line, no file name
+    assert warnings.showwarning is before  # library users keep Python's format
+
+
+def test_help_lists_the_exit_codes(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for code in ("0 ", "1 ", "2 ", "3 ", "130", "141"):
+        assert f"\n  {code}" in out
+    assert "interrupted" in out and "diverged" in out
+
+
+# ------------------------------------------------------------------------------ summaries
+def test_sample_names_the_parameters_and_reports_test_metrics(capsys):
+    assert main([*LR, *SHORT]) == 0
+    out = capsys.readouterr().out
+    assert "net/w[0]" in out and "net/w[4]" in out
+    assert "over all 5 parameters: min bulk ESS" in out
+    assert "test BMA: rmse" in out
+    assert "#0" not in out
+
+
+def test_parameter_summary_uses_the_feature_names_of_the_data():
+    spec = load_spec("logistic_breast_cancer")
+    rng = np.random.default_rng(1)
+    positions = {"net": {"b": rng.normal(size=(2, 8)), "w": rng.normal(size=(2, 8, 30))}}
+    lines = parameter_space_lines(positions, spec.parameter_labels)
+    text = "\n".join(lines)
+    assert "net/w[mean radius]" in text and "net/b" in text
+    assert lines[-1].startswith("... 19 more; over all 31 parameters: min bulk ESS")
+
+
+def test_network_summary_is_in_function_space():
+    """A Flax network: predictive means and log-likelihoods on held-out inputs, no weights."""
+    target = load_spec("regression_1d").compile()
+    positions = target.init_positions(jax.random.key(0), 12)
+    positions = jax.tree.map(lambda a: np.asarray(a).reshape(2, 6, *a.shape[1:]), positions)
+    text = "\n".join(function_space_lines(target, positions))
+    assert "function space" in text
+    assert "log-likelihood per input (mean over inputs)" in text
+    assert "predictive mean, worst of" in text
+    assert "Dense_0" not in text and "kernel[" not in text
+
+
+def test_network_sample_prints_the_function_space_summary(monkeypatch, capsys):
+    spec = load_spec("regression_1d")
+    target = spec.compile()
+    positions = target.init_positions(jax.random.key(0), 12)
+    positions = jax.tree.map(lambda a: np.asarray(a).reshape(2, 6, *a.shape[1:]), positions)
+    info = {"energy": np.zeros((2, 6), np.float32)}
+    samples = Samples(positions, {}, info, np.arange(6), "sgld", 12)
+    monkeypatch.setattr("bdl.spec.ModelSpec.compile", lambda self: target)
+    monkeypatch.setattr("bdl.sampling.sample", lambda *a, **k: samples)
+    args = ["sample", "regression_1d", "--kernel", "sgld", "--steps", "12", "--burn-in", "0"]
+    assert main([*args, "--thin", "1", "--chains", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "function space" in out and "Dense_0" not in out
+
+
+def test_the_interrupted_samples_helper_matches_the_model():
+    target = load_spec("linear_regression").compile()
+    assert jax.tree.structure(target.initial_position) == jax.tree.structure(
+        fake_samples(1, 1).positions
+    )
+    assert bdl.sample  # the lazy top-level names resolve
+
+
+# ------------------------------------------------------------------- checkpoint and resume
+def test_cli_checkpoint_resume_and_extend(tmp_path, capsys):
+    """`--checkpoint DIR` then `--resume DIR --steps N` gives bitwise the draws of one run of N
+    steps; the settings come back from DIR, and a flag that contradicts them is refused."""
+    run = ["sample", "linear_regression", "--kernel", "sghmc", "--chains", "2", "--thin", "2"]
+    directory = tmp_path / "ck"
+    assert main([*run, "--steps", "600", "--burn-in", "200", "--checkpoint", str(directory)]) == 0
+    assert main(["sample", "--resume", str(directory), "--seed", "3"]) == 2
+    assert "--seed 3 conflicts" in capsys.readouterr().err
+    resumed = tmp_path / "resumed.npz"
+    assert (
+        main(["sample", "--resume", str(directory), "--steps", "900", "--out", str(resumed)]) == 0
+    )
+    whole = tmp_path / "whole.npz"
+    assert main([*run, "--steps", "900", "--burn-in", "200", "--out", str(whole)]) == 0
+    a, b = bdl.load_samples(resumed), bdl.load_samples(whole)
+    np.testing.assert_array_equal(a.positions["net"]["w"], b.positions["net"]["w"])
+    np.testing.assert_array_equal(a.info["energy"], b.info["energy"])
+    assert a.steps_done == b.steps_done == 900

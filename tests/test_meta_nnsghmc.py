@@ -315,7 +315,8 @@ def test_cli_meta_train_nnsghmc(tmp_path, capsys):
     )
     assert code == 0
     captured = capsys.readouterr()
-    assert "2/2 it" in captured.err and "it/s" in captured.err and "ETA" in captured.err
+    # the first report shows the count only; the last, the rate (no ETA is left to show)
+    assert "2/2 it" in captured.err and "it/s" in captured.err
     assert "nnsghmc: 2 iterations" in captured.out
     for name in ("nnsghmc.npz", "nnsghmc-hyper.json", "loss.png", "checkpoint.eqx"):
         assert (out / name).is_file(), name

@@ -1,6 +1,10 @@
 """The sampling loop and its result."""
 
-from bdl.sampling.run import sample
+from bdl.sampling import run
+from bdl.sampling.checks import checked
 from bdl.sampling.samples import Samples
+
+#: :func:`bdl.sampling.run.sample`, its seed and start checked before anything is traced
+sample = checked(run.sample)
 
 __all__ = ["Samples", "sample"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import equinox as eqx
 import jax
@@ -12,6 +14,9 @@ import numpy as np
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.kernels.recipe_kernel import RecipeKernel
+from bdl.utils import arguments
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _positive_int(name: str, value: Any, minimum: int) -> int:
@@ -42,6 +47,36 @@ def check_run(num_steps: Any, burn_in: Any, thin: Any, num_chains: Any) -> int:
             f"({num_steps - burn_in}): nothing would be collected."
         )
     return draws
+
+
+def check_start(target: Any, kernel: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """Check the arguments of ``sample`` that reach JAX before the run lengths are looked at:
+    ``seed`` (an integer in [0, 2**32); a JAX key is refused, since the run records its seed),
+    ``init`` against the target's positions and ``progress``. Returns ``options`` with the seed
+    as a Python ``int``."""
+    options = dict(options)
+    if options.get("seed") is not None:
+        options["seed"] = arguments.seed(options["seed"], "seed")
+    if options.get("progress") is not None:
+        arguments.flag(options["progress"], "progress")
+    if isinstance(target, Target) and isinstance(kernel, Kernel):
+        chains = options.get("num_chains")
+        if chains is None and options.get("resume") is None:
+            chains = 1
+        if chains is None or arguments.is_integer(chains):  # else check_run names it
+            target.check_init(options.get("init", "auto"), None if chains is None else int(chains))
+    return options
+
+
+def checked(sample: F) -> F:
+    """``sample`` with :func:`check_start` first: a bad seed or start fails here, naming the
+    argument, instead of deep inside JAX's tracing."""
+
+    @functools.wraps(sample)
+    def wrapper(target: Any, kernel: Any, **options: Any) -> Any:
+        return sample(target, kernel, **check_start(target, kernel, options))
+
+    return wrapper  # type: ignore[return-value]
 
 
 _SCHEDULE_POINTS = 200_001  # steps at which long runs check their schedules

@@ -220,12 +220,7 @@ class CompiledModel(Target):
             if init == "perturbed":
                 return jax.vmap(lambda k: _perturbed(self.initial_position, k))(keys)
             if init == "network":
-                if self.adapter.init is None:
-                    raise ValueError(
-                        f"init='network' needs a network that initialises from a key ("
-                        f"{self.adapter.flavour} instances are fixed); use init='prior' or "
-                        "'fixed', or pass params=key -> params."
-                    )
+                self._check_network_init()
                 return jax.vmap(lambda k: self.unconstrain(self.adapter.init(k)))(keys)
             if init == "prior":
                 try:
@@ -245,6 +240,8 @@ class CompiledModel(Target):
         ``"perturbed"``, ``"auto"`` or ``"map"`` without a network initialiser) that is not
         finite in the sampled space: parameters outside their prior's support."""
         super().check_init(init, num_chains)
+        if init == "network":
+            self._check_network_init()
         if not isinstance(init, str) or init in ("network", "prior"):
             return
         if init in ("auto", "map") and self.adapter.init is not None:
@@ -259,6 +256,14 @@ class CompiledModel(Target):
                     "outside their prior's support (e.g. 0 under a HalfNormal prior). Use "
                     "init='prior', or pass a position."
                 )
+
+    def _check_network_init(self) -> None:
+        if self.adapter.init is None:
+            raise ValueError(
+                f"init='network' needs a network that initialises from a key ("
+                f"{self.adapter.flavour} instances are fixed); use init='prior' or "
+                "'fixed', or pass params=key -> params."
+            )
 
     def _map_start(self, key: jax.Array, num_chains: int) -> PyTree:
         from bdl.optimise import minimise  # the optimiser loop runs on this model

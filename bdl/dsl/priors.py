@@ -150,13 +150,15 @@ class Distribution(LeafPrior):
 
     def resolve(self, info: LeafInfo) -> LeafPrior:
         try:
-            jnp.broadcast_shapes(self.d.batch_shape, info.shape)
+            fits = jnp.broadcast_shapes(self.d.batch_shape, info.shape) == info.shape
         except ValueError:
+            fits = False
+        if not fits:
             raise ValueError(
                 f"prior {type(self.d).__name__} with batch_shape {self.d.batch_shape} does not "
                 f"broadcast to parameter {info.path!r} of shape {info.shape}; give scalar "
                 "parameters, or ByPath rules per leaf."
-            ) from None
+            )
         return self
 
     def distribution(self, info: LeafInfo) -> dist.Distribution:

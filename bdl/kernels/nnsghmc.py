@@ -181,7 +181,6 @@ def nnsghmc(
             clamps f_Q to [−5, 5] in evaluation).
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(0, I)).
     """
-    params = resolve_meta_params("nnsghmc", meta_params, seed, init_nnsghmc_params, NETWORKS)
     step = learning_rate_or_step("nnsghmc", step_size, learning_rate, momentum)
     if step is None:
         raise ValueError("nnsghmc: step_size is required (or learning_rate with momentum).")
@@ -204,6 +203,7 @@ def nnsghmc(
     if num_data is not None:
         num_data = arguments.number(num_data, "nnsghmc: num_data", above=0.0)
     check_init_momentum(init_momentum, "nnsghmc")
+    params = resolve_meta_params("nnsghmc", meta_params, seed, init_nnsghmc_params, NETWORKS)
     recipe = NNSGHMCRecipe(
         params,
         alpha,

@@ -52,8 +52,8 @@ def check_run(num_steps: Any, burn_in: Any, thin: Any, num_chains: Any) -> int:
 def check_start(target: Any, kernel: Any, options: dict[str, Any]) -> dict[str, Any]:
     """Check the arguments of ``sample`` that reach JAX before the run lengths are looked at:
     ``seed`` (an integer in [0, 2**32); a JAX key is refused, since the run records its seed),
-    ``init`` against the target's positions and ``progress``. Returns ``options`` with the seed
-    as a Python ``int``."""
+    ``init`` against the target's positions, ``progress``, and that the kernel can start at the
+    target's positions. Returns ``options`` with the seed as a Python ``int``."""
     options = dict(options)
     if options.get("seed") is not None:
         options["seed"] = arguments.seed(options["seed"], "seed")
@@ -65,6 +65,9 @@ def check_start(target: Any, kernel: Any, options: dict[str, Any]) -> dict[str, 
             chains = 1
         if chains is None or arguments.is_integer(chains):  # else check_run names it
             target.check_init(options.get("init", "auto"), None if chains is None else int(chains))
+        # the kernel's state at the target's position, traced abstractly (nothing is compiled):
+        # a kernel setting of another shape than the positions fails here, naming the setting
+        jax.eval_shape(lambda: kernel.init(target.initial_position, jax.random.key(0)))
     return options
 
 

@@ -59,8 +59,8 @@ def number(
     below: float | None = None,
 ) -> float:
     """``value`` as a finite ``float`` (> ``above``, ≥ ``at_least``, < ``below`` where given);
-    ``TypeError`` for a non-number (a string, a bool, an array), ``ValueError`` naming ``name``
-    for NaN, an infinity or a value out of range."""
+    ``TypeError`` for a non-number (a string, a bool, an array with axes), ``ValueError``
+    naming ``name`` for NaN, an infinity or a value out of range."""
     low = above if above is not None else at_least
     if low is not None and below is not None:
         what = f"in {'(' if above is not None else '['}{low:g}, {below:g})"
@@ -109,17 +109,6 @@ def flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise TypeError(f"{name} must be True or False; got {shown(value)}.")
     return bool(value)
-
-
-def choice(value: Any, name: str, options: Iterable[str]) -> str:
-    """One of ``options``; the ``ValueError`` suggests the closest."""
-    options = tuple(options)
-    if not isinstance(value, str) or value not in options:
-        listed = ", ".join(repr(o) for o in options)
-        raise ValueError(
-            f"{name} must be one of {listed}; got {shown(value)}.{suggestion(value, options)}"
-        )
-    return value
 
 
 def _is_key(value: Any) -> bool:

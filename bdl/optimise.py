@@ -11,10 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from bdl.compile.compiled_model import CompiledModel
+from bdl.compile.positions import check_position
+from bdl.compile.target import Target
 from bdl.sampling.chain import run_chain
+from bdl.utils import arguments
 
 PyTree = Any
 
@@ -28,7 +32,12 @@ def minimise(
 ) -> PyTree:
     """``num_steps`` optimiser steps from ``position`` (:func:`bdl.sampling.chain.run_chain`);
     ``key`` draws the minibatch order. Pure: jit it, or ``vmap`` it over positions and keys for
-    an ensemble."""
+    an ensemble.
+
+    The arguments are checked first (structure and shapes only, so that it still traces under
+    ``jit`` and ``vmap``): ``TypeError``/``ValueError`` naming the argument.
+    """
+    _check(compiled, optimizer, position, key, num_steps)
     n = compiled.n
 
     def step(carry: Any, t: jax.Array) -> tuple[Any, None]:
@@ -41,3 +50,32 @@ def minimise(
     init = (position, optimizer.init(position), compiled.init_batches(key))
     (params, _, _), _ = run_chain(step, init, 0, num_steps)
     return params
+
+
+def _check(compiled: Any, optimizer: Any, position: PyTree, key: Any, num_steps: Any) -> None:
+    if not isinstance(compiled, Target):
+        raise TypeError(
+            "minimise() needs a compiled target from bdl.compile(...); got "
+            f"{arguments.shown(compiled)}."
+        )
+    if not isinstance(optimizer, optax.GradientTransformation):
+        raise TypeError(
+            "minimise(optimizer=...) must be an Optax optimiser, e.g. optax.adam(1e-3); got "
+            f"{arguments.shown(optimizer)}."
+        )
+    typed = isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    raw = isinstance(key, jax.Array) and key.dtype == jnp.uint32 and key.shape == (2,)
+    if not ((typed and key.shape == ()) or raw):
+        raise TypeError(
+            f"minimise(key=...) must be one JAX key, e.g. jax.random.key(0); got "
+            f"{arguments.shown(key)}."
+        )
+    arguments.integer(num_steps, "minimise(num_steps=...)", 0)
+    check_position(
+        position,
+        compiled.initial_position,
+        None,
+        compiled.OWNER,
+        name="minimise(position=...)",
+        chain_axis=False,
+    )

@@ -16,6 +16,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from bdl.utils import arguments
+
 Schedule = Callable[[jax.Array], jax.Array]
 
 
@@ -28,14 +30,12 @@ def as_schedule(
         return value
     bound = ">= 0" if allow_zero else "> 0"
     try:
-        v = float(value)
-    except (TypeError, ValueError):
+        v = arguments.number(value, name, **({"at_least": 0.0} if allow_zero else {"above": 0.0}))
+    except TypeError:
         raise TypeError(
             f"{name} must be a float {bound} or a schedule step -> value; "
-            f"got {type(value).__name__}."
+            f"got {arguments.shown(value)}."
         ) from None
-    if not (v >= 0 if allow_zero else v > 0) or v == float("inf"):
-        raise ValueError(f"{name} must be {bound} and finite; got {value}.")
     return lambda step: jnp.asarray(v)
 
 
@@ -46,8 +46,9 @@ def constant(value: float) -> Schedule:
 
 def polynomial_decay(init: float, end: float, power: float, num_steps: int) -> Schedule:
     """From ``init`` to ``end`` as (1 − t/num_steps)^power (``optax.polynomial_schedule``)."""
-    if not (init > 0 and end > 0):
-        raise ValueError("polynomial_decay: init and end must be > 0.")
+    for arg, value in (("init", init), ("end", end)):
+        arguments.number(value, f"polynomial_decay({arg}=...)", above=0.0)
+    arguments.integer(num_steps, "polynomial_decay(num_steps=...)", 1)
     import optax  # here, not at the top: the kernels (and `bdl kernels`) need no Optax
 
     return optax.polynomial_schedule(init, end, power, num_steps)
@@ -61,10 +62,8 @@ def cosine_cycle(step: jax.Array, cycle_length: int) -> jax.Array:
 
 def cyclical_cosine(init: float, cycle_length: int) -> Schedule:
     """Cosine cycles of ``cycle_length`` steps restarting at ``init``: init·c_K(t)."""
-    if not init > 0:
-        raise ValueError(f"cyclical_cosine(init=...) must be > 0; got {init}.")
-    if cycle_length <= 0:
-        raise ValueError(f"cyclical_cosine(cycle_length=...) must be > 0; got {cycle_length}.")
+    arguments.number(init, "cyclical_cosine(init=...)", above=0.0)
+    arguments.integer(cycle_length, "cyclical_cosine(cycle_length=...)", 1)
     return lambda step: init * cosine_cycle(step, cycle_length)
 
 
@@ -73,8 +72,10 @@ def linear_ramp(start: float, end: float, num_steps: int, *, delay: int = 0) -> 
 
     Wenzel et al. (2020, Sec. 4) ramp the temperature up before sampling starts.
     """
-    if num_steps <= 0:
-        raise ValueError(f"linear_ramp(num_steps=...) must be > 0; got {num_steps}.")
+    arguments.integer(num_steps, "linear_ramp(num_steps=...)", 1)
+    arguments.integer(delay, "linear_ramp(delay=...)", 0)
+    for arg, value in (("start", start), ("end", end)):
+        arguments.number(value, f"linear_ramp({arg}=...)")
 
     def schedule(step: jax.Array) -> jax.Array:
         frac = jnp.clip((jnp.asarray(step) - delay) * 1.0 / num_steps, 0.0, 1.0)

@@ -208,7 +208,7 @@ def test_init_explicit_pytree_shared_or_per_chain(linen_compiled):
 def test_init_explicit_pytree_wrong_shape_raises(linen_compiled):
     """An explicit position with the wrong leaf shapes is rejected, naming init."""
     bad = jax.tree.map(lambda a: jnp.zeros((*a.shape, 2)), linen_compiled.initial_position)
-    with pytest.raises(ValueError, match="init position"):
+    with pytest.raises(ValueError, match=r"init leaf net/Dense_0/bias has shape \(1, 2\)"):
         _init(linen_compiled, 0, 3, init=bad)
 
 

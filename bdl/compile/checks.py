@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from bdl.data.dataset import Dataset
+from bdl.dsl.potential import Potential
+from bdl.utils.arguments import shown
+from bdl.utils.trees import describe, path_to_str
 
 
 def as_dataset(data: Any) -> Dataset:
@@ -51,6 +56,61 @@ def check_data(data: Dataset) -> None:
         raise ValueError(
             f"data x_test has {data.x_test.shape[0]} examples but y_test has "
             f"{data.y_test.shape[0]}; they must match."
+        )
+    for train, test in (("x_train", "x_test"), ("y_train", "y_test")):
+        a, b = getattr(data, train), getattr(data, test)
+        if b is not None and a.shape[1:] != b.shape[1:]:
+            raise ValueError(
+                f"data {test} has examples of shape {b.shape[1:]} but {train} of shape "
+                f"{a.shape[1:]}; the test split must have the training split's features."
+            )
+
+
+def check_params(params: Any) -> None:
+    """A plain-function network's declared parameters are sampled: every leaf must be a
+    floating-point array with finite entries (an integer leaf has no gradient)."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(params)
+    if not flat:
+        raise ValueError("Model(params=...) has no arrays: there is nothing to sample.")
+    for path, leaf in flat:
+        where = "Model(params=...)" + (f" leaf {path_to_str(path)}" if path else "")
+        dtype = leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
+        if not jnp.issubdtype(dtype, np.floating):
+            raise TypeError(
+                f"{where} has dtype {dtype}; sampled parameters must be floating-point arrays "
+                "(e.g. np.zeros(shape, np.float32)). Keep fixed settings out of params."
+            )
+        values = np.asarray(leaf)
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"{where} has NaN or infinite entries; chains cannot start there.")
+
+
+def check_potential(potential: Potential, start: Any) -> None:
+    """The initial position is a pytree of finite numbers, and ``log_density`` maps it to a
+    scalar (checked by abstract evaluation: nothing is compiled)."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(start)
+    if not flat:
+        raise ValueError("Potential(init=...) has no arrays: there is nothing to sample.")
+    for path, leaf in flat:
+        where = "Potential(init=...)" + (f" leaf {path_to_str(path)}" if path else "")
+        dtype = leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
+        if not (jnp.issubdtype(dtype, np.number) or jnp.issubdtype(dtype, np.bool_)):
+            raise TypeError(f"{where} must be a numeric array; got {shown(leaf)}.")
+        if not isinstance(leaf, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(leaf))):
+            raise ValueError(f"{where} has NaN or infinite entries; chains cannot start there.")
+    position = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), jnp.float32), start)
+    try:
+        out = jax.eval_shape(potential.log_density, position)
+    except Exception as err:
+        raise ValueError(
+            f"Potential(log_density=...) cannot be evaluated at a position like init "
+            f"{describe(start)}: {type(err).__name__}: {err}"
+        ) from None
+    if not (isinstance(out, jax.ShapeDtypeStruct) and out.shape == ()):
+        raise ValueError(
+            "Potential(log_density=...) must return a scalar log π(θ); at a position like init "
+            f"{describe(start)} it returns {describe(out)}. Sum over the entries, e.g. "
+            "-0.5 * jnp.sum(theta**2)."
         )
 
 

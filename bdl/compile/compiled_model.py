@@ -8,7 +8,7 @@ such as σ > 0, are stored unconstrained; :meth:`CompiledModel.constrain` maps t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -18,10 +18,12 @@ import optax
 from numpyro.distributions.transforms import biject_to
 
 from bdl.compile.batching import BatchState, init_batch_state, next_indices
+from bdl.compile.positions import broadcast_position
 from bdl.compile.target import Target
 from bdl.dsl.model import Model
 from bdl.dsl.network import NetworkAdapter
 from bdl.dsl.priors import LeafInfo, LeafPrior
+from bdl.utils.trees import path_to_str
 
 PyTree = Any
 
@@ -44,6 +46,10 @@ class CompiledModel(Target):
     leaf_priors: tuple[LeafPrior, ...] = eqx.field(static=True)
     net_treedef: Any = eqx.field(static=True)
     temperature_schedule: Callable[[jax.Array], jax.Array] = eqx.field(static=True)
+
+    #: the named starts of :meth:`init_positions`
+    INITS: ClassVar[tuple[str, ...]] = ("auto", "network", "perturbed", "map", "prior", "fixed")
+    OWNER: ClassVar[str] = "model"
 
     # ---------------------------------------------------------------- parameters and priors
     @property
@@ -214,12 +220,7 @@ class CompiledModel(Target):
             if init == "perturbed":
                 return jax.vmap(lambda k: _perturbed(self.initial_position, k))(keys)
             if init == "network":
-                if self.adapter.init is None:
-                    raise ValueError(
-                        f"init='network' needs a network that initialises from a key ("
-                        f"{self.adapter.flavour} instances are fixed); use init='prior' or "
-                        "'fixed', or pass params=key -> params."
-                    )
+                self._check_network_init()
                 return jax.vmap(lambda k: self.unconstrain(self.adapter.init(k)))(keys)
             if init == "prior":
                 try:
@@ -231,8 +232,38 @@ class CompiledModel(Target):
                     ) from None
             if init == "fixed":
                 return _broadcast(self.initial_position, num_chains)
-            raise ValueError(f"init must be one of {INITS} or a position pytree; got {init!r}.")
-        return _broadcast_position(init, self.initial_position, num_chains)
+            self.check_init(init, num_chains)  # an unknown name
+        return broadcast_position(init, self.initial_position, num_chains, self.OWNER)
+
+    def check_init(self, init: Any, num_chains: int | None) -> None:
+        """As :meth:`Target.check_init`; also a start from the declared parameters (``"fixed"``,
+        ``"perturbed"``, ``"auto"`` or ``"map"`` without a network initialiser) that is not
+        finite in the sampled space: parameters outside their prior's support."""
+        super().check_init(init, num_chains)
+        if init == "network":
+            self._check_network_init()
+        if not isinstance(init, str) or init in ("network", "prior"):
+            return
+        if init in ("auto", "map") and self.adapter.init is not None:
+            return  # the network's own initialiser
+        flat, _ = jax.tree_util.tree_flatten_with_path(self.initial_position)
+        for path, leaf in flat:
+            values = np.asarray(leaf)
+            if not np.all(np.isfinite(values)):
+                raise ValueError(
+                    f"init={init!r} starts from the declared parameters, but "
+                    f"{path_to_str(path)} is not finite in the sampled space: the parameters lie "
+                    "outside their prior's support (e.g. 0 under a HalfNormal prior). Use "
+                    "init='prior', or pass a position."
+                )
+
+    def _check_network_init(self) -> None:
+        if self.adapter.init is None:
+            raise ValueError(
+                f"init='network' needs a network that initialises from a key ("
+                f"{self.adapter.flavour} instances are fixed); use init='prior' or "
+                "'fixed', or pass params=key -> params."
+            )
 
     def _map_start(self, key: jax.Array, num_chains: int) -> PyTree:
         from bdl.optimise import minimise  # the optimiser loop runs on this model
@@ -258,7 +289,7 @@ class CompiledModel(Target):
 
 
 #: the named starts of :meth:`CompiledModel.init_positions`
-INITS = ("auto", "network", "perturbed", "map", "prior", "fixed")
+INITS = CompiledModel.INITS
 #: Adam steps and learning rate of ``init="map"``
 MAP_STEPS = 500
 MAP_LEARNING_RATE = 1e-2
@@ -278,24 +309,3 @@ def _perturbed(position: PyTree, key: jax.Array) -> PyTree:
 
 def _broadcast(position: PyTree, num_chains: int) -> PyTree:
     return jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains, *jnp.shape(a))), position)
-
-
-def _broadcast_position(init: PyTree, template: PyTree, num_chains: int) -> PyTree:
-    try:
-        shapes = jax.tree.map(lambda a, t: (jnp.shape(a), jnp.shape(t)), init, template)
-    except ValueError as err:
-        raise ValueError(
-            "init position does not have the structure of the model's positions "
-            f"({jax.tree.structure(template)}): {err}"
-        ) from None
-    pairs = jax.tree.leaves(
-        shapes, is_leaf=lambda s: isinstance(s, tuple) and len(s) == 2 and isinstance(s[0], tuple)
-    )
-    if all(a == t for a, t in pairs):
-        return _broadcast(init, num_chains)
-    if all(a == (num_chains, *t) for a, t in pairs):
-        return jax.tree.map(jnp.asarray, init)
-    raise ValueError(
-        f"init position leaves must have the model's shapes, or a leading axis of num_chains = "
-        f"{num_chains}; got {[a for a, _ in pairs]} for model shapes {[t for _, t in pairs]}."
-    )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from bdl.compile.positions import broadcast_position
 from bdl.compile.target import Target
 from bdl.dsl.potential import Potential
 from bdl.utils.trees import tree_normal_like
@@ -28,6 +29,9 @@ class CompiledPotential(Target):
     name: str = eqx.field(static=True)
     potential: Potential = eqx.field(static=True)
     temperature_schedule: Callable[[jax.Array], jax.Array] = eqx.field(static=True)
+
+    INITS: ClassVar[tuple[str, ...]] = ("auto", "fixed")
+    OWNER: ClassVar[str] = "potential"
 
     @property
     def dim(self) -> int:
@@ -63,32 +67,10 @@ class CompiledPotential(Target):
         """``"auto"``: the declared ``init(key)`` per chain, or the fixed start for every chain."""
         keys = jax.random.split(key, num_chains)
         if isinstance(init, str):
-            if init not in ("auto", "fixed"):
-                raise ValueError(
-                    f"init for a Potential must be 'auto', 'fixed' or a position; got {init!r}."
-                )
+            self.check_init(init, num_chains)
             if init == "auto" and callable(self.potential.init):
                 return jax.vmap(self.potential.init)(keys)
             return jax.tree.map(
                 lambda a: jnp.broadcast_to(a, (num_chains, *a.shape)), self.initial_position
             )
-        init = jax.tree.map(jnp.asarray, init)
-        template = self.initial_position
-        if jax.tree.structure(init) != jax.tree.structure(template):
-            raise ValueError(
-                f"init must have the structure of the potential's position "
-                f"({jax.tree.structure(template)}); got {jax.tree.structure(init)}."
-            )
-        shapes = [
-            (a.shape, t.shape)
-            for a, t in zip(jax.tree.leaves(init), jax.tree.leaves(template), strict=True)
-        ]
-        if all(a == t for a, t in shapes):
-            return jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains, *a.shape)), init)
-        if all(a == (num_chains, *t) for a, t in shapes):
-            return init
-        raise ValueError(
-            f"init leaves must have the position's shapes or a leading axis of "
-            f"num_chains = {num_chains}; got {[a for a, _ in shapes]} for "
-            f"{[t for _, t in shapes]}."
-        )
+        return broadcast_position(init, self.initial_position, num_chains, self.OWNER)

@@ -9,7 +9,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bdl.compile.checks import as_dataset, check_batch_size, check_data
+from bdl.compile.checks import (
+    as_dataset,
+    check_batch_size,
+    check_data,
+    check_params,
+    check_potential,
+)
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.compiled_potential import CompiledPotential
 from bdl.dsl.model import Model
@@ -17,6 +23,7 @@ from bdl.dsl.network import make_adapter
 from bdl.dsl.potential import Potential
 from bdl.dsl.priors import LeafInfo
 from bdl.dsl.temperature import as_schedule
+from bdl.utils import arguments
 from bdl.utils.trees import path_to_str
 
 
@@ -38,11 +45,13 @@ def compile(
     All checks (shapes, labels, NaN/inf, batch size, output shape vs likelihood) run here, before
     anything is compiled, and raise ``ValueError``/``TypeError`` naming the argument.
     """
+    seed = arguments.seed(seed, "compile(seed=...)")
     if isinstance(model, Potential):
         if data is not None:
             raise ValueError("compile(potential, data=...): a Potential takes no data.")
         init = model.init
         start = init(jax.random.key(seed)) if callable(init) else init
+        check_potential(model, start)
         return CompiledPotential(
             initial_position=jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), start),
             n=1,
@@ -70,6 +79,8 @@ def compile(
             "has non-integer values."
         )
 
+    if model.params is not None and not callable(model.params):
+        check_params(model.params)
     try:
         adapter = make_adapter(
             model.network,

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
+
+from bdl.compile.positions import check_position
+from bdl.utils.arguments import shown, suggestion
 
 PyTree = Any
 Batch = Any
@@ -22,6 +25,12 @@ class Target(eqx.Module):
 
     n: eqx.AbstractVar[int]
     name: eqx.AbstractVar[str]
+    initial_position: eqx.AbstractVar[PyTree]
+
+    #: the named starts :meth:`init_positions` accepts
+    INITS: ClassVar[tuple[str, ...]] = ()
+    #: what a position belongs to, in messages
+    OWNER: ClassVar[str] = "target"
 
     @abc.abstractmethod
     def energy(self, position: PyTree) -> jax.Array:
@@ -55,6 +64,20 @@ class Target(eqx.Module):
     @abc.abstractmethod
     def init_positions(self, key: jax.Array, num_chains: int, init: Any = "auto") -> PyTree:
         """Initial positions with a leading chain axis."""
+
+    def check_init(self, init: Any, num_chains: int | None) -> None:
+        """Raise before anything is traced when :meth:`init_positions` could not start
+        ``num_chains`` chains (``None``: any number) from ``init``: an unknown name, or a
+        position of another structure or shape, not numeric, or not finite."""
+        if isinstance(init, str):
+            if init not in self.INITS:
+                names = ", ".join(repr(i) for i in self.INITS)
+                raise ValueError(
+                    f"init must be one of {names} or a position pytree; got "
+                    f"{shown(init)}.{suggestion(init, self.INITS)}"
+                )
+            return
+        check_position(init, self.initial_position, num_chains, self.OWNER)
 
     @abc.abstractmethod
     def constant_temperature(self) -> float | None:

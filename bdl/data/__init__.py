@@ -45,6 +45,7 @@ from bdl.data.tfds_loaders import (
     load_tfds,
     mnist,
 )
+from bdl.utils.arguments import suggestion
 
 __all__ = [
     "Dataset",
@@ -105,5 +106,8 @@ def load(name: str, **kwargs: Any) -> Dataset:
     try:
         loader = _REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(names())}") from None
+        raise ValueError(
+            f"unknown dataset {name!r};{suggestion(name, names())} valid names: "
+            f"{', '.join(names())}"
+        ) from None
     return loader(**kwargs)

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from bdl.data.dataset import Dataset
+from bdl.utils import arguments
+from bdl.utils.arguments import number
 
 __all__ = ["breast_cancer", "diabetes", "digits", "iris"]
 
@@ -28,8 +30,8 @@ __all__ = ["breast_cancer", "diabetes", "digits", "iris"]
 def _split(
     x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int, stratify: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    number(test_fraction, "test_fraction", above=0.0, below=1.0)
+    seed = arguments.seed(seed)
     from sklearn.model_selection import train_test_split
 
     x_train, x_test, y_train, y_test = train_test_split(

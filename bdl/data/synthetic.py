@@ -15,6 +15,7 @@ import itertools
 import numpy as np
 
 from bdl.data.dataset import Dataset
+from bdl.utils.arguments import integer, number
 
 __all__ = [
     "GAP_CLUSTERS",
@@ -32,6 +33,7 @@ __all__ = [
 
 def _streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
     """Independent generators for (generating parameters, data) derived from ``seed``."""
+    integer(seed, "seed", 0)
     params_ss, data_ss = np.random.SeedSequence(seed).spawn(2)
     return np.random.default_rng(params_ss), np.random.default_rng(data_ss)
 
@@ -65,8 +67,9 @@ def regression_1d_gap(
     extrapolation), with targets drawn from the same observation model; the noise-free truth is
     ``np.sin(x_test)``. Inputs have shape ``(n, 1)``, targets ``(n,)``, both ``float32``.
     """
-    if n < 2:
-        raise ValueError(f"n must be at least 2, got {n}")
+    integer(n, "regression_1d_gap(n=...)", 2)
+    integer(n_test, "regression_1d_gap(n_test=...)", 1)
+    number(noise_sd, "regression_1d_gap(noise_sd=...)", at_least=0.0)
     _, rng = _streams(seed)
     n_left = (n + 1) // 2
     (a0, b0), (a1, b1) = GAP_CLUSTERS
@@ -124,8 +127,13 @@ def mlp_prior_network(
     ``depth`` hidden ReLU layers of ``width`` units, then a linear output layer of
     ``num_classes`` logits. Weights W ~ N(0, 2/fan_in) (He-normal), biases b ~ N(0, 0.05²).
     """
-    if depth < 1 or width < 1 or num_classes < 2 or input_dim < 1:
-        raise ValueError("need depth ≥ 1, width ≥ 1, num_classes ≥ 2 and input_dim ≥ 1")
+    for name, value, low in (
+        ("depth", depth, 1),
+        ("width", width, 1),
+        ("num_classes", num_classes, 2),
+        ("input_dim", input_dim, 1),
+    ):
+        integer(value, f"mlp_prior_network({name}=...)", low)
     rng, _ = _streams(seed)
     sizes = [input_dim] + [width] * depth + [num_classes]
     weights, biases = [], []
@@ -157,6 +165,8 @@ def mlp_prior_data(
     ``float32``, labels ``int32``. Retrieve f with
     ``mlp_prior_network(depth, width, num_classes, input_dim, seed)``.
     """
+    integer(n_train, "mlp_prior_data(n_train=...)", 1)
+    integer(n_test, "mlp_prior_data(n_test=...)", 1)
     network = mlp_prior_network(depth, width, num_classes, input_dim, seed)
     _, rng = _streams(seed)
 
@@ -183,6 +193,8 @@ def linear_regression_weights(dim: int = 5, prior_sd: float = 1.0, seed: int = 0
 
     w ~ N(0, prior_sd² I_dim), i.e. a draw from the conjugate prior (float64, shape ``(dim,)``).
     """
+    integer(dim, "linear_regression(dim=...)", 1)
+    number(prior_sd, "linear_regression(prior_sd=...)", above=0.0)
     rng, _ = _streams(seed)
     return prior_sd * rng.standard_normal(dim)
 
@@ -206,6 +218,9 @@ def linear_regression(
     posterior is :func:`linear_regression_posterior`. Inputs ``(n, dim)``, targets ``(n,)``, both
     ``float32``.
     """
+    integer(n, "linear_regression(n=...)", 1)
+    integer(n_test, "linear_regression(n_test=...)", 1)
+    number(noise_sd, "linear_regression(noise_sd=...)", at_least=0.0)
     w = linear_regression_weights(dim, prior_sd, seed)
     _, rng = _streams(seed)
 

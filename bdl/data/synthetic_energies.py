@@ -34,6 +34,8 @@ from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import logsumexp
 from jax.typing import ArrayLike
 
+from bdl.utils.arguments import integer
+
 __all__ = [
     "TWO_MODE_MEANS",
     "TWO_MODE_VARIANCES",
@@ -116,6 +118,8 @@ def diagonal_gaussian(
     (a, b) = ``variance_range``. Default dim 10: the training target of Gong et al. (2019),
     Sec. 5.1 (see the module docstring).
     """
+    integer(dim, "diagonal_gaussian(dim=...)", 1)
+    integer(seed, "seed", 0)
     rng = np.random.default_rng(np.random.SeedSequence([seed, dim, 0]))
     mean = rng.standard_normal(dim)
     cov = np.diag(_log_uniform(rng, *variance_range, dim))
@@ -132,6 +136,8 @@ def correlated_gaussian(
     (a, b) = ``eigenvalue_range``, so the condition number is at most b/a. Default dim 20: the
     test target of Gong et al. (2019), Sec. 5.1 (see the module docstring).
     """
+    integer(dim, "correlated_gaussian(dim=...)", 1)
+    integer(seed, "seed", 0)
     rng = np.random.default_rng(np.random.SeedSequence([seed, dim, 1]))
     mean = rng.standard_normal(dim)
     q, r = np.linalg.qr(rng.standard_normal((dim, dim)))

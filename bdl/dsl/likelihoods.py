@@ -8,13 +8,15 @@ sampled jointly with the network weights, unconstrained through NumPyro's transf
 from __future__ import annotations
 
 import abc
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
+
+from bdl.utils import arguments
 
 
 def _match_output(output: jax.Array, y: jax.Array) -> jax.Array:
@@ -110,6 +112,16 @@ def scale_init(prior: dist.Distribution) -> float:
     return 0.5 * (lower + upper) if np.isfinite(upper) else lower + 1.0
 
 
+def _scale(name: str, scale: Any) -> float | None:
+    """A fixed scale σ > 0, or ``None`` (learned)."""
+    if scale is None:
+        return None
+    try:
+        return arguments.number(scale, f"{name}(scale=...)", above=0.0)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"{err} Give σ > 0, or None to learn it.") from None
+
+
 def _check_batch(output_shape: tuple[int, ...], y: np.ndarray) -> None:
     if len(output_shape) == 0 or output_shape[0] != y.shape[0]:
         raise ValueError(
@@ -203,9 +215,7 @@ class Gaussian(Likelihood):
     task = "regression"
 
     def __init__(self, scale: float | None = 1.0, scale_prior: dist.Distribution | None = None):
-        if scale is not None and not scale > 0:
-            raise ValueError(f"Gaussian(scale=...) must be > 0 or None (learned); got {scale}.")
-        self.scale = scale
+        self.scale = _scale("Gaussian", scale)
         self.scale_prior = _check_scale_prior(
             type(self).__name__, scale_prior if scale_prior is not None else dist.HalfNormal(1.0)
         )
@@ -237,12 +247,8 @@ class StudentT(Likelihood):
         scale: float | None = 1.0,
         scale_prior: dist.Distribution | None = None,
     ):
-        if not df > 0:
-            raise ValueError(f"StudentT(df=...) must be > 0; got {df}.")
-        if scale is not None and not scale > 0:
-            raise ValueError(f"StudentT(scale=...) must be > 0 or None (learned); got {scale}.")
-        self.df = df
-        self.scale = scale
+        self.df = arguments.number(df, "StudentT(df=...)", above=0.0)
+        self.scale = _scale("StudentT", scale)
         self.scale_prior = _check_scale_prior(
             type(self).__name__, scale_prior if scale_prior is not None else dist.HalfNormal(1.0)
         )

@@ -16,6 +16,7 @@ from bdl.dsl.likelihoods import Likelihood
 from bdl.dsl.network import describe_network
 from bdl.dsl.priors import Normal, Prior, as_prior
 from bdl.dsl.temperature import TemperatureLike, check_temperature
+from bdl.utils.arguments import shown
 
 PyTree = Any
 
@@ -59,3 +60,10 @@ class Model:
             )
         object.__setattr__(self, "prior", as_prior(self.prior))
         check_temperature(self.temperature)
+        if self.batched is not None and not isinstance(self.batched, bool):
+            raise TypeError(
+                f"Model(batched=...) must be True, False or None (the flavour's default); got "
+                f"{shown(self.batched)}."
+            )
+        if not isinstance(self.name, str):
+            raise TypeError(f"Model(name=...) must be a string; got {shown(self.name)}.")

@@ -14,6 +14,8 @@ from typing import Any
 import jax
 
 from bdl.dsl.temperature import TemperatureLike, check_temperature
+from bdl.utils import arguments
+from bdl.utils.arguments import shown
 
 PyTree = Any
 
@@ -40,6 +42,12 @@ class Potential:
     def __post_init__(self) -> None:
         if not callable(self.log_density):
             raise TypeError("Potential(log_density=...) must be a function θ -> log π(θ).")
+        if self.init is None:
+            raise ValueError(
+                "Potential(init=...) is required: the initial position pytree, or a function "
+                "key -> position."
+            )
         check_temperature(self.temperature)
-        if not self.grad_noise >= 0:
-            raise ValueError(f"Potential(grad_noise=...) must be >= 0; got {self.grad_noise}.")
+        arguments.number(self.grad_noise, "Potential(grad_noise=...)", at_least=0.0)
+        if not isinstance(self.name, str):
+            raise TypeError(f"Potential(name=...) must be a string; got {shown(self.name)}.")

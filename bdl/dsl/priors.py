@@ -27,6 +27,9 @@ from numpyro.distributions.transforms import (
     biject_to,
 )
 
+from bdl.utils import arguments
+from bdl.utils.arguments import shown
+
 
 @dataclasses.dataclass(frozen=True)
 class LeafInfo:
@@ -79,9 +82,8 @@ class Normal(LeafPrior):
     """θ_i ~ N(loc, scale²) iid."""
 
     def __init__(self, scale: float = 1.0, loc: float = 0.0):
-        if not scale > 0:
-            raise ValueError(f"Normal(scale=...) must be > 0; got {scale}.")
-        self.scale, self.loc = float(scale), float(loc)
+        self.scale = arguments.number(scale, "Normal(scale=...)", above=0.0)
+        self.loc = arguments.number(loc, "Normal(loc=...)")
 
     def distribution(self, info: LeafInfo) -> dist.Distribution:
         return dist.Normal(self.loc, self.scale)
@@ -94,9 +96,8 @@ class Laplace(LeafPrior):
     """θ_i ~ Laplace(loc, scale) iid (an L1 / sparsity-favouring prior)."""
 
     def __init__(self, scale: float = 1.0, loc: float = 0.0):
-        if not scale > 0:
-            raise ValueError(f"Laplace(scale=...) must be > 0; got {scale}.")
-        self.scale, self.loc = float(scale), float(loc)
+        self.scale = arguments.number(scale, "Laplace(scale=...)", above=0.0)
+        self.loc = arguments.number(loc, "Laplace(loc=...)")
 
     def distribution(self, info: LeafInfo) -> dist.Distribution:
         return dist.Laplace(self.loc, self.scale)
@@ -113,9 +114,10 @@ class HeNormal(LeafPrior):
     """
 
     def __init__(self, gain: float = math.sqrt(2.0), bias_scale: float = 1.0):
-        if not gain > 0 or not bias_scale > 0:
-            raise ValueError("HeNormal(gain=..., bias_scale=...) must both be > 0.")
-        self.gain, self.bias_scale = float(gain), float(bias_scale)
+        self.gain = arguments.number(gain, "HeNormal(gain=..., bias_scale=...): gain", above=0.0)
+        self.bias_scale = arguments.number(
+            bias_scale, "HeNormal(gain=..., bias_scale=...): bias_scale", above=0.0
+        )
 
     def distribution(self, info: LeafInfo) -> dist.Distribution:
         if len(info.shape) < 2:
@@ -138,7 +140,26 @@ class Distribution(LeafPrior):
             raise TypeError(
                 f"prior must be a numpyro.distributions.Distribution; got {type(distribution)}."
             )
+        if distribution.event_shape != ():
+            raise ValueError(
+                f"prior must be elementwise (one value per entry, event_shape ()); got "
+                f"{type(distribution).__name__} with event_shape {distribution.event_shape}. "
+                "Use a univariate distribution, or ByPath to give leaves different ones."
+            )
         self.d = distribution
+
+    def resolve(self, info: LeafInfo) -> LeafPrior:
+        try:
+            fits = jnp.broadcast_shapes(self.d.batch_shape, info.shape) == info.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"prior {type(self.d).__name__} with batch_shape {self.d.batch_shape} does not "
+                f"broadcast to parameter {info.path!r} of shape {info.shape}; give scalar "
+                "parameters, or ByPath rules per leaf."
+            )
+        return self
 
     def distribution(self, info: LeafInfo) -> dist.Distribution:
         return self.d
@@ -160,8 +181,19 @@ class ByPath(Prior):
         rules: Mapping[str, Any] | Sequence[tuple[str, Any]],
         default: Any | None = None,
     ):
-        items = list(rules.items()) if isinstance(rules, Mapping) else list(rules)
-        self.rules = [(re.compile(pattern), as_prior(p)) for pattern, p in items]
+        if isinstance(rules, Mapping):
+            items = list(rules.items())
+        elif isinstance(rules, Sequence) and not isinstance(rules, str):
+            items = list(rules)
+        else:
+            items = None
+        if items is None or not all(isinstance(i, tuple | list) and len(i) == 2 for i in items):
+            raise TypeError(
+                "ByPath(rules=...) must map regular expressions to priors, e.g. "
+                f"{{'bias': bdl.Normal(0.1)}}, or be a list of (pattern, prior) pairs; got "
+                f"{shown(rules)}."
+            )
+        self.rules = [(_pattern(pattern), as_prior(p)) for pattern, p in items]
         self.default = None if default is None else as_prior(default)
 
     def resolve(self, info: LeafInfo) -> LeafPrior:
@@ -178,6 +210,15 @@ class ByPath(Prior):
     def __repr__(self) -> str:
         rules = ", ".join(f"{p.pattern!r}: {q!r}" for p, q in self.rules)
         return f"ByPath({{{rules}}}, default={self.default!r})"
+
+
+def _pattern(pattern: Any) -> re.Pattern:
+    if not isinstance(pattern, str):
+        raise TypeError(f"ByPath: a pattern must be a string; got {shown(pattern)}.")
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise ValueError(f"ByPath: {pattern!r} is not a regular expression: {err}.") from None
 
 
 def as_prior(prior: Any) -> Prior:

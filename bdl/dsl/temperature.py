@@ -6,30 +6,38 @@ noise and of the correction Γ, so T = 0 (the optimiser limit) is legal.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import jax
 
 from bdl import schedules
+from bdl.utils.arguments import shown
 
 TemperatureLike = float | int | Callable[[jax.Array], jax.Array]
 
 
 def check_temperature(temperature: TemperatureLike) -> None:
-    """Raise a clear ``ValueError`` for a negative or non-numeric constant temperature."""
+    """Raise a clear ``ValueError`` for a negative, NaN or infinite constant temperature and a
+    ``TypeError`` for one that is no number (a string, a bool)."""
     if callable(temperature):
         return
-    try:
-        value = float(temperature)
-    except (TypeError, ValueError):
+    if isinstance(temperature, bool | str):
+        value = None
+    else:
+        try:
+            value = float(temperature)
+        except (TypeError, ValueError):
+            value = None
+    if value is None:
         raise TypeError(
             "temperature must be a float T >= 0 or a schedule, a callable step -> T; got "
-            f"{type(temperature).__name__}."
-        ) from None
-    if not value >= 0:
+            f"{shown(temperature)}."
+        )
+    if not 0 <= value < math.inf:
         raise ValueError(
-            f"temperature must be >= 0 (T = 1 is the Bayes posterior, T < 1 a cold posterior, "
-            f"T = 0 the optimiser limit); got {temperature}."
+            f"temperature must be >= 0 and finite (T = 1 is the Bayes posterior, T < 1 a cold "
+            f"posterior, T = 0 the optimiser limit); got {temperature}."
         )
 
 

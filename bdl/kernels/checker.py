@@ -35,6 +35,7 @@ from bdl.kernels.base import Kernel
 from bdl.kernels.blocks import as_block, matvec
 from bdl.kernels.recipe import Context, Recipe, drift, hamiltonian_grad
 from bdl.kernels.recipe_kernel import RecipeState
+from bdl.utils import arguments
 
 PyTree = Any
 
@@ -93,6 +94,11 @@ def check(
     tolerances: Tolerances | None = None,
 ) -> CheckReport:
     """Check ``kernel`` for stationarity and for agreement of its step with its recipe."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(
+            "check(kernel) needs a kernel object, e.g. bdl.kernels.get('sgld', step_size=1e-3); "
+            f"got {arguments.shown(kernel)}."
+        )
     tol = tolerances or Tolerances()
     with jax.enable_x64(True):
         return _check(kernel, float(temperature), num_states, seed, step_size, noise_draws, tol)

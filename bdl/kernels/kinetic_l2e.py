@@ -107,10 +107,10 @@ def kinetic_l2e(
         learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), C = (1 − β)√(n/ℓ) at bind.
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(f_φ(θ), I)).
     """
+    step, friction = step_and_friction("kinetic-l2e", step_size, friction, learning_rate, momentum)
+    check_init_momentum(init_momentum, "kinetic-l2e")
     params = resolve_meta_params(
         "kinetic-l2e", meta_params, seed, init_kinetic_l2e_params, NETWORKS
     )
-    step, friction = step_and_friction("kinetic-l2e", step_size, friction, learning_rate, momentum)
-    check_init_momentum(init_momentum, "kinetic-l2e")
     recipe = KineticL2ERecipe(params["f"], friction=Scalar(friction), init_momentum=init_momentum)
     return RecipeKernel(recipe, step, SymplecticEuler(), name="kinetic-l2e")

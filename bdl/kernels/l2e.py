@@ -181,8 +181,8 @@ def l2e(
         learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), C = (1 − β)√(n/ℓ) at bind.
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(0, I)).
     """
-    params = resolve_meta_params("l2e", meta_params, seed, init_l2e_params, NETWORKS)
     step, friction = step_and_friction("l2e", step_size, friction, learning_rate, momentum)
     check_init_momentum(init_momentum, "l2e")
+    params = resolve_meta_params("l2e", meta_params, seed, init_l2e_params, NETWORKS)
     recipe = L2ERecipe(params["net"], friction=Scalar(friction), init_momentum=init_momentum)
     return RecipeKernel(recipe, step, SymplecticEuler(), GradientAverages(), name="l2e")

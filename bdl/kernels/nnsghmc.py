@@ -30,7 +30,6 @@ With all network outputs zero, NNSGHMC is exactly SGHMC with friction α·β₀�
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Any
 
@@ -49,6 +48,7 @@ from bdl.kernels.parameterisation import LearningRate, learning_rate_or_step
 from bdl.kernels.recipe import Context, Recipe, State
 from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
 from bdl.kernels.sghmc import check_init_momentum
+from bdl.utils import arguments
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -181,33 +181,29 @@ def nnsghmc(
             clamps f_Q to [−5, 5] in evaluation).
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(0, I)).
     """
-    params = resolve_meta_params("nnsghmc", meta_params, seed, init_nnsghmc_params, NETWORKS)
     step = learning_rate_or_step("nnsghmc", step_size, learning_rate, momentum)
     if step is None:
         raise ValueError("nnsghmc: step_size is required (or learning_rate with momentum).")
     if learning_rate is not None and alpha is not None:
         raise ValueError("nnsghmc: alpha is derived from learning_rate and momentum; not both.")
-    alpha = 1.0 if alpha is None else alpha
-    if not (math.isfinite(alpha) and alpha >= 0):
-        raise ValueError(f"nnsghmc: alpha must be >= 0; got {alpha}.")
-    if not (math.isfinite(c) and c > 0):
-        raise ValueError(f"nnsghmc: c must be > 0; got {c}.")
-    if not math.isfinite(beta0):
-        raise ValueError(f"nnsghmc: beta0 must be finite; got {beta0}.")
-    for name, value in (
-        ("energy_scale", energy_scale),
-        ("momentum_scale", momentum_scale),
-        ("grad_scale", grad_scale),
-    ):
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"nnsghmc: {name} must be > 0; got {value}.")
-    if not (math.isfinite(d_scale) and d_scale >= 0):
-        raise ValueError(f"nnsghmc: d_scale must be >= 0; got {d_scale}.")
-    if q_bound is not None and not q_bound > 0:
-        raise ValueError(f"nnsghmc: q_bound must be > 0 or None; got {q_bound}.")
-    if num_data is not None and not num_data > 0:
-        raise ValueError(f"nnsghmc: num_data must be > 0; got {num_data}.")
+    alpha = arguments.number(1.0 if alpha is None else alpha, "nnsghmc: alpha", at_least=0.0)
+    c = arguments.number(c, "nnsghmc: c", above=0.0)
+    beta0 = arguments.number(beta0, "nnsghmc: beta0")
+    energy_scale, momentum_scale, grad_scale = (
+        arguments.number(value, f"nnsghmc: {name}", above=0.0)
+        for name, value in (
+            ("energy_scale", energy_scale),
+            ("momentum_scale", momentum_scale),
+            ("grad_scale", grad_scale),
+        )
+    )
+    d_scale = arguments.number(d_scale, "nnsghmc: d_scale", at_least=0.0)
+    if q_bound is not None:
+        q_bound = arguments.number(q_bound, "nnsghmc: q_bound", above=0.0)
+    if num_data is not None:
+        num_data = arguments.number(num_data, "nnsghmc: num_data", above=0.0)
     check_init_momentum(init_momentum, "nnsghmc")
+    params = resolve_meta_params("nnsghmc", meta_params, seed, init_nnsghmc_params, NETWORKS)
     recipe = NNSGHMCRecipe(
         params,
         alpha,

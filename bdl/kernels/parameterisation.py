@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from bdl.utils import arguments
+
 
 class LearningRate(NamedTuple):
     """(ℓ, β), resolved to (h, γ) with the target's n by :func:`langevin_from_sgd`."""
@@ -38,17 +40,11 @@ def learning_rate_or_step(name: str, step_size: Any, learning_rate: Any, momentu
         raise ValueError(
             f"{name}: give either step_size or learning_rate (with momentum), not both."
         )
-    if (
-        isinstance(learning_rate, bool)
-        or not isinstance(learning_rate, int | float)
-        or not learning_rate > 0
-    ):
-        raise ValueError(f"{name}: learning_rate must be a number > 0; got {learning_rate!r}.")
-    if momentum is None or not 0 <= momentum < 1:
-        raise ValueError(
-            f"{name}: momentum must be in [0, 1) with learning_rate; got {momentum!r}."
-        )
-    return LearningRate(float(learning_rate), float(momentum))
+    learning_rate = arguments.number(learning_rate, f"{name}: learning_rate", above=0.0)
+    if momentum is None:
+        raise ValueError(f"{name}: momentum must be in [0, 1) with learning_rate; got None.")
+    momentum = arguments.number(momentum, f"{name}: momentum", at_least=0.0, below=1.0)
+    return LearningRate(learning_rate, momentum)
 
 
 def step_and_friction(
@@ -62,10 +58,4 @@ def step_and_friction(
     if learning_rate is not None and friction is not None:
         raise ValueError(f"{owner}: friction is derived from learning_rate and momentum; not both.")
     friction = 1.0 if friction is None else friction
-    if (
-        isinstance(friction, bool)
-        or not isinstance(friction, int | float)
-        or not (math.isfinite(friction) and friction > 0)
-    ):
-        raise ValueError(f"{owner}: friction must be > 0; got {friction!r}.")
-    return step, float(friction)
+    return step, arguments.number(friction, f"{owner}: friction", above=0.0)

@@ -40,6 +40,7 @@ import jax.numpy as jnp
 from bdl.kernels.blocks import Elementwise, PerLeaf
 from bdl.kernels.history import History
 from bdl.kernels.recipe import Recipe
+from bdl.utils import arguments
 
 PyTree = Any
 
@@ -98,10 +99,10 @@ class RMSprop(Preconditioner):
     eps: float = 1e-5
 
     def __check_init__(self) -> None:
-        if not 0.0 <= self.alpha < 1.0:
-            raise ValueError(f"rmsprop: alpha must be in [0, 1); got {self.alpha}.")
-        if not self.eps > 0:
-            raise ValueError(f"rmsprop: eps must be > 0; got {self.eps}.")
+        if not isinstance(self.alpha, jax.core.Tracer):
+            arguments.number(self.alpha, "rmsprop: alpha", at_least=0.0, below=1.0)
+        if not isinstance(self.eps, jax.core.Tracer):
+            arguments.number(self.eps, "rmsprop: eps", above=0.0)
 
     @property
     def adaptive(self) -> bool:
@@ -173,10 +174,9 @@ class Layerwise(Preconditioner):
             raise ValueError(
                 f"layerwise: num_gradients must be an int >= 1; got {self.num_gradients}."
             )
-        if not self.eps >= 0:
-            raise ValueError(f"layerwise: eps must be >= 0; got {self.eps}.")
-        if self.grad_scale is not None and not self.grad_scale > 0:
-            raise ValueError(f"layerwise: grad_scale must be > 0; got {self.grad_scale}.")
+        arguments.number(self.eps, "layerwise: eps", at_least=0.0)
+        if self.grad_scale is not None:
+            arguments.number(self.grad_scale, "layerwise: grad_scale", above=0.0)
 
     def bind(self, target: Any) -> Layerwise:
         every = self.update_every
@@ -264,5 +264,5 @@ def check_preconditioner(value: Any, owner: str) -> None:
     if not isinstance(value, Preconditioner):
         raise ValueError(
             f"{owner}: preconditioner must be a bdl.kernels.preconditioners object (identity(), "
-            f"rmsprop(), layerwise()); got {type(value).__name__}."
+            f"rmsprop(), layerwise()); got {arguments.shown(value)}."
         )

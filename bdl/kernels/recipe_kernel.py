@@ -20,13 +20,16 @@ from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 
 from bdl.kernels.base import EnergyAndGrad, Info, Kernel, tree_norm
+from bdl.kernels.blocks import Elementwise
 from bdl.kernels.history import History, NoHistory
 from bdl.kernels.integrators import EulerMaruyama, Integrator
 from bdl.kernels.parameterisation import LearningRate, langevin_from_sgd
 from bdl.kernels.recipe import Context, Recipe
 from bdl.schedules import Schedule, as_schedule
+from bdl.utils.trees import describe
 
 PyTree = Any
 StepSize = float | Schedule | LearningRate
@@ -70,8 +73,14 @@ class RecipeKernel(Kernel):
                 f"{self.name}: recipe must be a bdl.kernels.recipe.Recipe; "
                 f"got {type(self.recipe).__name__}."
             )
-        if self.step_size is not None and not isinstance(self.step_size, LearningRate | jax.Array):
-            as_schedule(self.step_size, f"{self.name}: step_size")
+        step = self.step_size
+        # arrays come from adaptation (traced, or per chain); a concrete scalar is checked
+        if isinstance(step, jax.Array):
+            checked = not isinstance(step, jax.core.Tracer) and step.ndim == 0
+        else:
+            checked = step is not None and not isinstance(step, LearningRate)
+        if checked:
+            as_schedule(step, f"{self.name}: step_size")
         if not isinstance(self.integrator, Integrator):
             raise TypeError(
                 f"{self.name}: integrator must be a bdl.kernels.integrators.Integrator "
@@ -99,6 +108,7 @@ class RecipeKernel(Kernel):
         )
 
     def init(self, position: PyTree, key: jax.Array) -> RecipeState:
+        _check_diagonals(self.recipe, position, self.name)
         z = {"theta": position, **self.recipe.init_aux(position, key)}
         return RecipeState(z, self.history.init(position))
 
@@ -156,3 +166,30 @@ class RecipeKernel(Kernel):
 
     def augment_energy(self, energy_fn: Callable[[PyTree], jax.Array]) -> Any:
         return energy_fn
+
+
+def _check_diagonals(recipe: Recipe, position: PyTree, name: str) -> None:
+    """A pytree-valued constant diagonal (``friction=``, ``mass=``) has the positions' structure
+    and each leaf's shape broadcasts to the position leaf's: else ``ValueError`` naming it."""
+    for field in dataclasses.fields(recipe):
+        block = getattr(recipe, field.name, None)
+        if not isinstance(block, Elementwise):
+            continue
+        values = block.values
+        fits = jax.tree.structure(values) == jax.tree.structure(position) and all(
+            _broadcasts(jnp.shape(v), jnp.shape(p))
+            for v, p in zip(jax.tree.leaves(values), jax.tree.leaves(position), strict=True)
+        )
+        if not fits:
+            raise ValueError(
+                f"{name}: {field.name} {describe(values)} does not fit the positions "
+                f"{describe(position)}; give a number, or a pytree of the positions' structure "
+                "with each leaf's shape (or one that broadcasts to it)."
+            )
+
+
+def _broadcasts(shape: tuple[int, ...], to: tuple[int, ...]) -> bool:
+    try:
+        return jnp.broadcast_shapes(shape, to) == to
+    except ValueError:
+        return False

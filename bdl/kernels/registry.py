@@ -37,6 +37,23 @@ def register(
 
     ``defaults`` are the hyper-parameters a user's own are merged over (:func:`get`).
     """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"register: name must be a non-empty string; got {name!r}.")
+    if not callable(factory):
+        raise TypeError(
+            f"register({name!r}): factory must be a function hyper -> kernel; got "
+            f"{type(factory).__name__}."
+        )
+    if not isinstance(summary, str):
+        raise TypeError(f"register({name!r}): summary must be a string; got {summary!r}.")
+    if defaults is not None and not isinstance(defaults, dict):
+        raise TypeError(
+            f"register({name!r}): defaults must be a dict of hyper-parameters; got "
+            f"{type(defaults).__name__}."
+        )
+    own = _own_names(factory)
+    if own is not None:
+        _raise_unknown(f"register({name!r}) defaults", sorted(set(defaults or {}) - own), own)
     _REGISTRY[name] = Entry(factory, summary, dict(defaults or {}))
 
 
@@ -76,21 +93,66 @@ def _compatible_defaults(default: dict[str, Any], hyper: dict[str, Any]) -> dict
 
 
 def _check_names(name: str, factory: Callable[..., Kernel], hyper: dict[str, Any]) -> None:
-    params = inspect.signature(factory).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return  # wrappers pass the rest to their base kernel, which checks them
-    valid = sorted(k for k, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL)
-    unknown = sorted(set(hyper) - set(valid))
+    """Every key of ``hyper`` is a hyper-parameter of ``name``: of its factory, or, for a wrapper
+    (a factory taking ``**base_hyper``), of the wrapper or of its base kernel."""
+    own = _own_names(factory)
+    if own is not None:
+        _raise_unknown(name, sorted(set(hyper) - own), own)
+        return
+    wrapper = _named_parameters(factory)
+    base = hyper.get("base", _REGISTRY[name].defaults.get("base") if name in _REGISTRY else None)
+    if not isinstance(base, str) or base not in _REGISTRY:
+        return  # a kernel object (it takes no hyper-parameters) or a bad base: the factory says
+    base_hyper = {k: v for k, v in hyper.items() if k not in wrapper}
+    unknown = sorted(set(base_hyper) - _accepted(base, base_hyper))
     if unknown:
-        hints = [
-            f"{u!r} (did you mean {close[0]!r}?)"
-            if (close := difflib.get_close_matches(u, valid, 1))
-            else repr(u)
-            for u in unknown
-        ]
-        raise ValueError(
-            f"{name}: unknown hyper-parameter {', '.join(hints)}. Valid: {', '.join(valid)}."
-        )
+        _raise_unknown(name, unknown, wrapper, (base, _accepted(base, base_hyper)))
+
+
+def _accepted(name: str, hyper: dict[str, Any]) -> set[str]:
+    """The hyper-parameter names kernel ``name`` takes, its base's included."""
+    factory = _REGISTRY[name].factory
+    own = _own_names(factory)
+    if own is not None:
+        return own
+    base = hyper.get("base", _REGISTRY[name].defaults.get("base"))
+    wrapper = _named_parameters(factory)
+    if isinstance(base, str) and base in _REGISTRY:
+        return wrapper | _accepted(base, {k: v for k, v in hyper.items() if k not in wrapper})
+    return wrapper
+
+
+def _named_parameters(factory: Callable[..., Any]) -> set[str]:
+    params = inspect.signature(factory).parameters.values()
+    return {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
+def _own_names(factory: Callable[..., Any]) -> set[str] | None:
+    """The factory's keyword names, or ``None`` when it passes ``**base_hyper`` on."""
+    params = inspect.signature(factory).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return _named_parameters(factory)
+
+
+def _raise_unknown(
+    where: str, unknown: list[str], valid: set[str], base: tuple[str, set[str]] | None = None
+) -> None:
+    """``ValueError``: each unknown name with the closest valid one, then the valid names."""
+    if not unknown:
+        return
+    every = valid | (base[1] if base else set())
+    hints = [
+        f"{u!r} (did you mean {close[0]!r}?)"
+        if (close := difflib.get_close_matches(u, sorted(every), 1))
+        else repr(u)
+        for u in unknown
+    ]
+    listed = f"Valid: {', '.join(sorted(valid))}"
+    if base:
+        listed += f"; for base {base[0]!r}: {', '.join(sorted(base[1] - valid))}"
+    plural = "s" if len(unknown) > 1 else ""
+    raise ValueError(f"{where}: unknown hyper-parameter{plural} {', '.join(hints)}. {listed}.")
 
 
 def _entry(name: str) -> Entry:

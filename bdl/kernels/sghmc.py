@@ -27,6 +27,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bdl.kernels.blocks import Block, DenseMass, Elementwise, GroupKind, Scalar
 from bdl.kernels.integrators import SymplecticEuler
@@ -34,7 +35,8 @@ from bdl.kernels.parameterisation import learning_rate_or_step
 from bdl.kernels.preconditioners import IDENTITY, Identity, Preconditioner, check_preconditioner
 from bdl.kernels.recipe import Context, Recipe, State
 from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
-from bdl.utils.trees import tree_normal_like
+from bdl.utils import arguments
+from bdl.utils.trees import leaf_paths, tree_normal_like
 
 PyTree = Any
 INIT_MOMENTA = ("zero", "sample")
@@ -114,14 +116,28 @@ class UnitMassMomentum(Recipe):
 
 
 def diagonal(value: Any, name: str, owner: str) -> Block:
-    """A positive constant diagonal from a number (:class:`Scalar`) or a θ-shaped pytree
-    (:class:`Elementwise`); ``ValueError`` naming ``name`` for a number ≤ 0."""
+    """A positive constant diagonal from a number (:class:`Scalar`) or a θ-shaped pytree of
+    arrays (:class:`Elementwise`); ``ValueError`` naming ``name`` for a number or an entry that
+    is not finite and > 0, ``TypeError`` for anything else (a string, a bool)."""
     if isinstance(value, Block):
         return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if not value > 0:
-            raise ValueError(f"{owner}: {name} must be > 0; got {value}.")
-        return Scalar(float(value))
+    if isinstance(value, bool | str) or value is None:
+        arguments.number(value, f"{owner}: {name}", above=0.0)  # raises the TypeError
+    if isinstance(value, int | float | np.number):
+        return Scalar(arguments.number(value, f"{owner}: {name}", above=0.0))
+    for path, leaf in zip(leaf_paths(value), jax.tree.leaves(value), strict=True):
+        where = f"{owner}: {name}" + (f" leaf {path}" if path else "")
+        if not isinstance(leaf, np.ndarray | jax.Array | float | int) or isinstance(leaf, bool):
+            raise TypeError(
+                f"{where} must be a number > 0 or a θ-shaped pytree of positive arrays; got "
+                f"{arguments.shown(leaf)}."
+            )
+        if isinstance(leaf, jax.core.Tracer):
+            continue
+        values = np.asarray(leaf, float)
+        ok = np.isfinite(values) & (values > 0)
+        if not ok.all():
+            raise ValueError(f"{where} must have finite entries > 0; got {values[~ok][0]:g}.")
     return Elementwise(value)
 
 
@@ -180,7 +196,9 @@ def sghmc(
         mass_block,
         init_momentum,
     )
-    observe = ("momentum", "mass") if collect_momentum else ()
+    observe = (
+        ("momentum", "mass") if arguments.flag(collect_momentum, "sghmc: collect_momentum") else ()
+    )
     return RecipeKernel(
         recipe, step, SymplecticEuler(), preconditioner, name="sghmc", observe=observe
     )

@@ -46,6 +46,7 @@ from bdl.kernels.integrators import Integrator, advance, standard_normal
 from bdl.kernels.recipe import Context, Recipe, State
 from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
 from bdl.kernels.sghmc import check_init_momentum
+from bdl.utils import arguments
 from bdl.utils.trees import tree_normal_like, tree_size
 
 PyTree = Any
@@ -162,17 +163,14 @@ def sgnht(
         thermostat_update: ``"midpoint"`` (default, r̄ = (r + r')/2) or ``"endpoint"`` (r̄ = r',
             Ding et al. 2014 Alg. 1) for the kinetic temperature r̄ᵀr̄/d in the ξ update.
     """
-    if isinstance(diffusion, bool) or not isinstance(diffusion, int | float) or not diffusion > 0:
-        raise ValueError(f"sgnht: diffusion (A) must be a float > 0; got {diffusion!r}.")
+    diffusion = arguments.number(diffusion, "sgnht: diffusion (A)", above=0.0)
     check_init_momentum(init_momentum, "sgnht")
     if thermostat_update not in THERMOSTAT_UPDATES:
         raise ValueError(
             f"sgnht: thermostat_update must be 'midpoint' or 'endpoint'; got {thermostat_update!r}."
         )
-    if init_thermostat is not None and not isinstance(init_thermostat, int | float):
-        raise ValueError(
-            f"sgnht: init_thermostat must be a float or None; got {init_thermostat!r}."
-        )
-    recipe = Thermostat(float(diffusion), init_momentum, init_thermostat)
+    if init_thermostat is not None:
+        init_thermostat = arguments.number(init_thermostat, "sgnht: init_thermostat")
+    recipe = Thermostat(diffusion, init_momentum, init_thermostat)
     integrator = ThermostatSplitting(thermostat_update)
     return RecipeKernel(recipe, step_size, integrator, name="sgnht", observe=("thermostat",))

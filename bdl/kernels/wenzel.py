@@ -47,6 +47,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from bdl.kernels.parameterisation import learning_rate_or_step
 from bdl.kernels.preconditioners import Layerwise, Preconditioner, layerwise
 from bdl.kernels.sghmc import sghmc
 from bdl.kernels.wrapper import Wrapper
@@ -185,6 +186,7 @@ def wenzel(
     if step_size is None:  # the paper's defaults
         learning_rate = 0.1 if learning_rate is None else learning_rate
         momentum = 0.98 if momentum is None else momentum
+    learning_rate_or_step("wenzel", step_size, learning_rate, momentum)  # named as wenzel's
     if (
         epoch_length is not None
         and isinstance(preconditioner, Layerwise)

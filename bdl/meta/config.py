@@ -25,6 +25,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from bdl.utils.arguments import suggestion
+
 C = TypeVar("C")
 
 
@@ -57,7 +59,8 @@ def parse_config(cls: type[C], table: C | Mapping[str, Any], where: str) -> C:
     unknown = sorted(set(table) - set(fields))
     if unknown:
         known = sorted(fields)
-        raise ValueError(f"{where}: unknown config keys {unknown}; known keys are {known}.")
+        hint = "".join(suggestion(u, known) for u in unknown)
+        raise ValueError(f"{where}: unknown config keys {unknown}.{hint} Known keys are {known}.")
     missing = sorted(
         name
         for name, f in fields.items()
@@ -77,6 +80,20 @@ def parse_config(cls: type[C], table: C | Mapping[str, Any], where: str) -> C:
         return cls(**values)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
+
+
+def check_types(config: Any) -> None:
+    """For ``__post_init__``, first: every field has its annotated type, as :func:`parse_config`
+    demands of a TOML table (a config built directly gets the same ``ValueError``); ints given
+    for floats become floats and lists tuples."""
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        coerced = _coerce(hints[f.name], value)
+        if coerced is _BAD:
+            what = _describe(hints[f.name])
+            raise ValueError(f"config key {f.name!r} must be {what}; got {value!r}.")
+        object.__setattr__(config, f.name, coerced)
 
 
 def require(config: Any, key: str, ok: bool, what: str) -> None:

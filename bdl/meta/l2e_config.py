@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import field
 from typing import Literal
 
-from bdl.meta.config import at_least, require
+from bdl.meta.config import at_least, check_types, require
 from bdl.meta.tasks import FAMILIES, HELD_OUT, TRAINING_FAMILIES
 
 
@@ -38,6 +38,7 @@ class L2EConfig:
     eval_repeats: int = field(default=2, compare=False)
 
     def __post_init__(self) -> None:
+        check_types(self)
         at_least(self, 0, "seed", "init_seed", "burn_in", "eval_repeats", "init_final_scale")
         at_least(self, 1, "iterations", "num_pairs", "num_steps", "thin", "checkpoint_every")
         at_least(self, 0, "sigma", "learning_rate", "clip_norm", "loss_cap", strict=True)

@@ -8,7 +8,7 @@ from dataclasses import field
 from typing import Any, Literal
 
 from bdl.kernels.elementwise_mlp import ACTIVATIONS
-from bdl.meta.config import at_least, require
+from bdl.meta.config import at_least, check_types, require
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +63,7 @@ class NNSGHMCConfig:
     clip_norm: float = 1.0
 
     def __post_init__(self) -> None:
+        check_types(self)
         at_least(self, 0, "seed", "in_chain_burn_in", "alpha", "d_scale", "grad_noise")
         at_least(self, 0, "init_final_scale", "cross_chain_weight", "in_chain_weight")
         at_least(self, 1, "iterations", "iterations_per_epoch", "checkpoint_every", "log_every")

@@ -12,6 +12,7 @@ import numpy as np
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.kernels.recipe_kernel import RecipeKernel
+from bdl.utils import arguments
 
 
 def _positive_int(name: str, value: Any, minimum: int) -> int:
@@ -42,6 +43,28 @@ def check_run(num_steps: Any, burn_in: Any, thin: Any, num_chains: Any) -> int:
             f"({num_steps - burn_in}): nothing would be collected."
         )
     return draws
+
+
+def check_start(target: Any, kernel: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """Check the arguments of ``sample`` that reach JAX before the run lengths are looked at:
+    ``seed`` (an integer in [0, 2**32); a JAX key is refused, since the run records its seed),
+    ``init`` against the target's positions, ``progress``, and that the kernel can start at the
+    target's positions. Returns ``options`` with the seed as a Python ``int``."""
+    options = dict(options)
+    if options.get("seed") is not None:
+        options["seed"] = arguments.seed(options["seed"], "seed")
+    if options.get("progress") is not None:
+        arguments.flag(options["progress"], "progress")
+    if isinstance(target, Target) and isinstance(kernel, Kernel):
+        chains = options.get("num_chains")
+        if chains is None and options.get("resume") is None:
+            chains = 1
+        if chains is None or arguments.is_integer(chains):  # else check_run names it
+            target.check_init(options.get("init", "auto"), None if chains is None else int(chains))
+        # the kernel's state at the target's position, traced abstractly (nothing is compiled):
+        # a kernel setting of another shape than the positions fails here, naming the setting
+        jax.eval_shape(lambda: kernel.init(target.initial_position, jax.random.key(0)))
+    return options
 
 
 _SCHEDULE_POINTS = 200_001  # steps at which long runs check their schedules

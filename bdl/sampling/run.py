@@ -34,7 +34,7 @@ from bdl.kernels.recipe_kernel import RecipeState
 from bdl.sampling import checkpoint as checkpoint_io
 from bdl.sampling import warmup
 from bdl.sampling.chain import run_chain
-from bdl.sampling.checks import check_run, check_schedules
+from bdl.sampling.checks import check_run, check_schedules, check_start
 from bdl.sampling.progress import Progress
 from bdl.sampling.provenance import run_meta
 from bdl.sampling.samples import Samples
@@ -93,6 +93,11 @@ def sample(
             "sample(kernel=...) must be a bdl kernel, e.g. "
             f"bdl.kernels.get('sghmc', step_size=1e-3); got {type(kernel).__name__}."
         )
+    seed = check_start(
+        target,
+        kernel,
+        dict(seed=seed, init=init, progress=progress, num_chains=num_chains, resume=resume),
+    ).get("seed")
     saved = None
     if resume is not None:
         directory = checkpoint_io.check_directory(resume, "resume")

@@ -8,9 +8,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from bdl.utils.arguments import shown
+
 PyTree = Any
+_SHOWN_LEAVES = 6  # leaves listed by describe()
 
 
 def path_to_str(path: tuple) -> str:
@@ -28,6 +32,19 @@ def path_to_str(path: tuple) -> str:
         else:
             parts.append(str(key))
     return "/".join(parts)
+
+
+def describe(tree: PyTree) -> str:
+    """``{net/w: (5,), net/b: ()}``: every leaf's path and shape (the first few of a large tree);
+    a bare leaf as :func:`bdl.utils.arguments.shown` shows it."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    if len(flat) == 1 and not flat[0][0]:
+        return shown(flat[0][1])
+    items = [f"{path_to_str(p)}: {tuple(np.shape(x))}" for p, x in flat[:_SHOWN_LEAVES]]
+    more = len(flat) - _SHOWN_LEAVES
+    if more > 0:
+        items.append(f"… {more} more")
+    return "{" + ", ".join(items) + "}"
 
 
 def leaf_paths(tree: PyTree) -> list[str]:

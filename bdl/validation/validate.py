@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import time
 import warnings
 from pathlib import Path
@@ -14,6 +15,8 @@ from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.sampling import Samples, sample
+from bdl.sampling.checks import check_run, check_start
+from bdl.utils.arguments import suggestion
 from bdl.validation.compare import Row, compare_functions, compare_parameters
 from bdl.validation.reference import Reference, nuts_reference
 
@@ -80,8 +83,9 @@ def validate(
     Ctrl-C while the kernel runs raises ``KeyboardInterrupt``: a comparison of part of the run
     would judge a different run. Chains that diverged are left out of every comparison, and a
     row "diverged chains" fails the validation: a kernel that diverges on the model did not
-    sample it.
+    sample it. The arguments are checked before NUTS runs, so that a bad one fails at once.
     """
+    _check(target, kernel, num_steps, burn_in, thin, num_chains, seed, init, nuts, progress)
     start = time.perf_counter()
     if reference is None:
         reference = nuts_reference(target, **(nuts or {}))
@@ -148,3 +152,41 @@ def validate(
         plot_path,
         {"nuts": t_ref, "kernel": t_kernel},
     )
+
+
+def _check(
+    target: Any,
+    kernel: Any,
+    num_steps: Any,
+    burn_in: Any,
+    thin: Any,
+    num_chains: Any,
+    seed: Any,
+    init: Any,
+    nuts: Any,
+    progress: Any,
+) -> None:
+    """What ``sample`` would refuse, and unknown NUTS options, before the reference runs."""
+    if not isinstance(target, Target):
+        raise TypeError(
+            "validate() needs a compiled target from bdl.compile(...); got "
+            f"{type(target).__name__}."
+        )
+    if not isinstance(kernel, Kernel):
+        raise TypeError(
+            "validate(kernel=...) must be a bdl kernel, e.g. "
+            f"bdl.kernels.get('sghmc', step_size=1e-3); got {type(kernel).__name__}."
+        )
+    check_run(num_steps, burn_in, thin, num_chains)
+    options = {"seed": seed, "init": init, "num_chains": num_chains, "progress": progress}
+    check_start(target, kernel, options)
+    if nuts is not None:
+        if not isinstance(nuts, dict):
+            raise TypeError(f"validate(nuts=...) must be a dict of options; got {nuts!r}.")
+        valid = [p for p in inspect.signature(nuts_reference).parameters if p != "target"]
+        for key in nuts:
+            if key not in valid:
+                raise ValueError(
+                    f"validate(nuts=...): unknown option {key!r}.{suggestion(key, valid)} "
+                    f"Valid: {', '.join(valid)}."
+                )

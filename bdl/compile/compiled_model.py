@@ -149,6 +149,8 @@ class CompiledModel(Target):
     def next_batch(
         self, stream: BatchState, step: jax.Array
     ) -> tuple[tuple[jax.Array, jax.Array], BatchState]:
+        if self.batch_size == self.n:  # full batch: the data as they are, no shuffle, no gather
+            return (self.x_train, self.y_train), stream
         idx, stream = next_indices(stream, step, self.n, self.batch_size)
         return (self.x_train[idx], self.y_train[idx]), stream
 

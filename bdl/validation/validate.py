@@ -154,6 +154,10 @@ def validate(
     )
 
 
+#: the options ``nuts=`` may give :func:`nuts_reference`
+_NUTS_OPTIONS = [p for p in inspect.signature(nuts_reference).parameters if p != "target"]
+
+
 def _check(
     target: Any,
     kernel: Any,
@@ -183,7 +187,7 @@ def _check(
     if nuts is not None:
         if not isinstance(nuts, dict):
             raise TypeError(f"validate(nuts=...) must be a dict of options; got {nuts!r}.")
-        valid = [p for p in inspect.signature(nuts_reference).parameters if p != "target"]
+        valid = _NUTS_OPTIONS
         for key in nuts:
             if key not in valid:
                 raise ValueError(

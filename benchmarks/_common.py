@@ -50,10 +50,12 @@ def digits_mlp(batch_size: int = 32, hidden: int = 100) -> Any:
 def environment() -> str:
     dev = jax.devices()[0]
     kind = getattr(dev, "device_kind", "") or dev.platform
-    return (f"jax {jax.__version__} (jaxlib {jax.lib.__version__}), backend {jax.default_backend()}"
-            f", device {dev} [{kind}], {jax.device_count()} device(s); python "
-            f"{platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPU(s), "
-            f"{load_average()}")
+    return (
+        f"jax {jax.__version__} (jaxlib {jax.lib.__version__}), backend {jax.default_backend()}"
+        f", device {dev} [{kind}], {jax.device_count()} device(s); python "
+        f"{platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPU(s), "
+        f"{load_average()}"
+    )
 
 
 def load_average() -> str:
@@ -115,11 +117,23 @@ class CompileCounter:
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*.*?\s([a-z][\w\-]*)\(")
 _HEADER = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
 _WHILE_BODY = re.compile(r"\bwhile\(.*body=%?([\w.\-]+)")
-_CALLS = re.compile(r"(?:to_apply|calls|true_computation|false_computation|branch_computations|"
-                    r"condition|body)=\{?%?([\w.\-, %]+)\}?")
+_CALLS = re.compile(
+    r"(?:to_apply|calls|true_computation|false_computation|branch_computations|"
+    r"condition|body)=\{?%?([\w.\-, %]+)\}?"
+)
 # bookkeeping instructions that run no kernel of their own
-FREE_OPS = frozenset({"parameter", "get-tuple-element", "tuple", "constant", "bitcast",
-                      "after-all", "partition-id", "replica-id"})
+FREE_OPS = frozenset(
+    {
+        "parameter",
+        "get-tuple-element",
+        "tuple",
+        "constant",
+        "bitcast",
+        "after-all",
+        "partition-id",
+        "replica-id",
+    }
+)
 
 
 def hlo_computations(text: str) -> dict[str, list[str]]:
@@ -152,8 +166,9 @@ def loop_body_stats(text: str) -> dict[str, Any]:
     instructions inside the fusions they call.
     """
     comps = hlo_computations(text)
-    bodies = [m.group(1) for lines in comps.values() for ln in lines
-              if (m := _WHILE_BODY.search(ln))]
+    bodies = [
+        m.group(1) for lines in comps.values() for ln in lines if (m := _WHILE_BODY.search(ln))
+    ]
     if not bodies:
         return {"thunks": 0, "ops": collections.Counter(), "fused": 0}
     body = max(bodies, key=lambda b: len(_reachable(comps, b)))

@@ -116,8 +116,18 @@ def without_gamma(kernel: RecipeKernel) -> RecipeKernel:
 
 
 #: fields of kernels, wrappers and recipes that matter for the cost, shown in the header
-COST_FIELDS = ("step_size", "friction", "mass", "eta", "cycle_length", "exploration",
-               "diffusion_constant", "alpha", "beta0", "c")
+COST_FIELDS = (
+    "step_size",
+    "friction",
+    "mass",
+    "eta",
+    "cycle_length",
+    "exploration",
+    "diffusion_constant",
+    "alpha",
+    "beta0",
+    "c",
+)
 
 
 def _show(value: Any) -> str:
@@ -129,8 +139,11 @@ def _show(value: Any) -> str:
 
 
 def _cost_fields(obj: Any) -> list[str]:
-    return [f"{f.name}={_show(getattr(obj, f.name))}" for f in dataclasses.fields(obj)
-            if f.name in COST_FIELDS]
+    return [
+        f"{f.name}={_show(getattr(obj, f.name))}"
+        for f in dataclasses.fields(obj)
+        if f.name in COST_FIELDS
+    ]
 
 
 def describe(name: str, kernel: Any) -> str:
@@ -194,7 +207,8 @@ def make_part_scans(compiled: Any, kernels: dict[str, Any], steps: int) -> dict[
     if "kinetic-l2e" in kernels:
         rec_k = kernels["kinetic-l2e"].recipe
         pieces["kinetic-l2e: ∇g (autodiff)"] = lambda th, r: _tree_sum(
-            *rec_k.kinetic_grad({"theta": th, "r": r}).values())
+            *rec_k.kinetic_grad({"theta": th, "r": r}).values()
+        )
     if "nnsghmc" in kernels:
         rec_n = kernels["nnsghmc"].bind(compiled).recipe
 
@@ -214,8 +228,10 @@ def make_part_scans(compiled: Any, kernels: dict[str, Any], steps: int) -> dict[
         def body(carry: tuple[Any, Any], t: jax.Array) -> tuple[tuple[Any, Any], None]:
             th, r = carry
             out = piece(th, r)
-            return (jax.tree.map(lambda x, o: x + 1e-9 * o, th, out),
-                    jax.tree.map(lambda x, o: x - 1e-9 * o, r, out)), None
+            return (
+                jax.tree.map(lambda x, o: x + 1e-9 * o, th, out),
+                jax.tree.map(lambda x, o: x - 1e-9 * o, r, out),
+            ), None
 
         return jax.jit(lambda carry: jax.lax.scan(body, carry, ts)[0])
 
@@ -226,24 +242,43 @@ def make_part_scans(compiled: Any, kernels: dict[str, Any], steps: int) -> dict[
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=500, help="steps S per scan (default 500)")
-    ap.add_argument("--repeats", type=int, default=5,
-                    help="timed rounds, all candidates interleaved per round (default 5)")
-    ap.add_argument("--kernels", default=None,
-                    help="comma-separated subset of bdl.kernels.names() (default: all); "
-                         f"{REFERENCE} is always timed as the reference")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="timed rounds, all candidates interleaved per round (default 5)",
+    )
+    ap.add_argument(
+        "--kernels",
+        default=None,
+        help="comma-separated subset of bdl.kernels.names() (default: all); "
+        f"{REFERENCE} is always timed as the reference",
+    )
     ap.add_argument("--batch-size", type=int, default=32, help="minibatch size (default 32)")
     ap.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (default 0.05)")
-    ap.add_argument("--parts", action="store_true",
-                    help="also time the learned kernels' pieces alone (networks, Γ)")
-    ap.add_argument("--cost", action="store_true",
-                    help="print XLA's flop and byte estimates per step of every scan")
-    ap.add_argument("--hlo", action="store_true",
-                    help="print the opcode mix of each scan's optimised HLO loop body")
+    ap.add_argument(
+        "--parts",
+        action="store_true",
+        help="also time the learned kernels' pieces alone (networks, Γ)",
+    )
+    ap.add_argument(
+        "--cost",
+        action="store_true",
+        help="print XLA's flop and byte estimates per step of every scan",
+    )
+    ap.add_argument(
+        "--hlo",
+        action="store_true",
+        help="print the opcode mix of each scan's optimised HLO loop body",
+    )
     args = ap.parse_args(argv)
     if args.steps < 2 or args.repeats < 1 or args.batch_size < 1:
         ap.error("--steps must be >= 2, --repeats >= 1 and --batch-size >= 1")
-    names = bdl.kernels.names() if args.kernels is None else [
-        k.strip() for k in args.kernels.split(",") if k.strip()]
+    names = (
+        bdl.kernels.names()
+        if args.kernels is None
+        else [k.strip() for k in args.kernels.split(",") if k.strip()]
+    )
     unknown = [k for k in names if k not in bdl.kernels.names()]
     if unknown:
         ap.error(f"unknown kernel(s) {unknown}; registered: {', '.join(bdl.kernels.names())}")
@@ -253,8 +288,10 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"# kernel_costs: {environment()}")
     compiled = digits_mlp(batch_size=args.batch_size)
-    print(f"# digits MLP 64-100-100-10: n = {compiled.n}, d = {compiled.dim}, batch = "
-          f"{compiled.batch_size}; S = {S} steps per call, {R} interleaved rounds")
+    print(
+        f"# digits MLP 64-100-100-10: n = {compiled.n}, d = {compiled.dim}, batch = "
+        f"{compiled.batch_size}; S = {S} steps per call, {R} interleaved rounds"
+    )
 
     kernels: dict[str, Any] = {}
     failed: dict[str, str] = {}
@@ -312,19 +349,23 @@ def main(argv: list[str] | None = None) -> None:
 
     # ---- table
     print()
-    print(f"{'per step':<30}{'median µs':>10}{'min µs':>9}{'/ sgd':>7}{'/ (sgd+draw)':>13}"
-          f"{'/ sghmc':>8}{'cpu µs':>9}{'cpu /(s+d)':>11}{'cpu /sghmc':>11}{'thunks':>7}"
-          f"{'compile s':>10}")
+    print(
+        f"{'per step':<30}{'median µs':>10}{'min µs':>9}{'/ sgd':>7}{'/ (sgd+draw)':>13}"
+        f"{'/ sghmc':>8}{'cpu µs':>9}{'cpu /(s+d)':>11}{'cpu /sghmc':>11}{'thunks':>7}"
+        f"{'compile s':>10}"
+    )
 
     def row(label: str, name: str) -> None:
         ts, cs = times[name], cpu[name]
         med, lo = statistics.median(ts) / S, min(ts) / S
         ref, both = times[REFERENCE], times[SUM]
         extra = f"{hlo[name]['thunks']:7d}{compile_s[name]:10.2f}" if name in hlo else ""
-        print(f"{label:<30}{med * 1e6:10.1f}{lo * 1e6:9.1f}{median_ratio(ts, times['sgd']):7.2f}"
-              f"{median_ratio(ts, both):13.2f}{median_ratio(ts, ref):8.2f}"
-              f"{statistics.median(cs) / S * 1e6:9.1f}{median_ratio(cs, cpu[SUM]):11.2f}"
-              f"{median_ratio(cs, cpu[REFERENCE]):11.2f}{extra}")
+        print(
+            f"{label:<30}{med * 1e6:10.1f}{lo * 1e6:9.1f}{median_ratio(ts, times['sgd']):7.2f}"
+            f"{median_ratio(ts, both):13.2f}{median_ratio(ts, ref):8.2f}"
+            f"{statistics.median(cs) / S * 1e6:9.1f}{median_ratio(cs, cpu[SUM]):11.2f}"
+            f"{median_ratio(cs, cpu[REFERENCE]):11.2f}{extra}"
+        )
 
     row("optax.sgd momentum step", "sgd")
     row("gaussian draw of d floats", "draw")
@@ -354,38 +395,50 @@ def main(argv: list[str] | None = None) -> None:
         wall = median_ratio(times[name], times[against])
         cpu_r = median_ratio(cpu[name], cpu[against])
         verdicts["wall"][name], verdicts["cpu"][name] = wall <= limit, cpu_r <= limit
-        fused = (f"; {median_ratio(times[name], times[FUSED]):.2f} wall, "
-                 f"{median_ratio(cpu[name], cpu[FUSED]):.2f} cpu × sgd + draw in one scan"
-                 if against == SUM else "")
-        print(f"verdict {name:<12} / ({against}) = {wall:5.2f} wall, {cpu_r:5.2f} cpu; target "
-              f"≤ {limit:.2f}: {verdict(wall, limit)} wall, {verdict(cpu_r, limit)} cpu{fused}")
+        fused = (
+            f"; {median_ratio(times[name], times[FUSED]):.2f} wall, "
+            f"{median_ratio(cpu[name], cpu[FUSED]):.2f} cpu × sgd + draw in one scan"
+            if against == SUM
+            else ""
+        )
+        print(
+            f"verdict {name:<12} / ({against}) = {wall:5.2f} wall, {cpu_r:5.2f} cpu; target "
+            f"≤ {limit:.2f}: {verdict(wall, limit)} wall, {verdict(cpu_r, limit)} cpu{fused}"
+        )
     for name in failed:
         print(f"verdict {name:<12} FAILED to build, bind or compile (traceback above)")
     for clock, v in verdicts.items():
         missed = [k for k, ok in v.items() if not ok]
-        print(f"targets ({clock}): {sum(v.values())} PASS, {len(missed)} MISS"
-              f"{' (' + ', '.join(missed) + ')' if missed else ''}, {len(failed)} FAILED")
+        print(
+            f"targets ({clock}): {sum(v.values())} PASS, {len(missed)} MISS"
+            f"{' (' + ', '.join(missed) + ')' if missed else ''}, {len(failed)} FAILED"
+        )
     if "nnsghmc" in fns and NO_GAMMA in fns:
+
         def both_clocks(fn: Any, fmt: str) -> str:
             return " | ".join(format(fn(t), fmt) for t in (times, cpu))
 
         def gamma_us(t: dict[str, list[float]]) -> float:
-            return statistics.median((a - b) / S * 1e6
-                                     for a, b in zip(t["nnsghmc"], t[NO_GAMMA], strict=True))
+            return statistics.median(
+                (a - b) / S * 1e6 for a, b in zip(t["nnsghmc"], t[NO_GAMMA], strict=True)
+            )
 
         def share(t: dict[str, list[float]]) -> float:
-            return 100 * statistics.median((a - b) / a
-                                           for a, b in zip(t["nnsghmc"], t[NO_GAMMA], strict=True))
+            return 100 * statistics.median(
+                (a - b) / a for a, b in zip(t["nnsghmc"], t[NO_GAMMA], strict=True)
+            )
 
         print()
-        print("exact Γ in nnsghmc (wall | cpu): nnsghmc / sghmc = "
-              f"{both_clocks(lambda t: median_ratio(t['nnsghmc'], t[REFERENCE]), '.2f')}; "
-              "nnsghmc without Γ / sghmc = "
-              f"{both_clocks(lambda t: median_ratio(t[NO_GAMMA], t[REFERENCE]), '.2f')}; "
-              "nnsghmc / nnsghmc without Γ = "
-              f"{both_clocks(lambda t: median_ratio(t['nnsghmc'], t[NO_GAMMA]), '.2f')}; "
-              f"Γ costs {both_clocks(gamma_us, '.0f')} µs/step, "
-              f"{both_clocks(share, '.0f')} % of the nnsghmc step")
+        print(
+            "exact Γ in nnsghmc (wall | cpu): nnsghmc / sghmc = "
+            f"{both_clocks(lambda t: median_ratio(t['nnsghmc'], t[REFERENCE]), '.2f')}; "
+            "nnsghmc without Γ / sghmc = "
+            f"{both_clocks(lambda t: median_ratio(t[NO_GAMMA], t[REFERENCE]), '.2f')}; "
+            "nnsghmc / nnsghmc without Γ = "
+            f"{both_clocks(lambda t: median_ratio(t['nnsghmc'], t[NO_GAMMA]), '.2f')}; "
+            f"Γ costs {both_clocks(gamma_us, '.0f')} µs/step, "
+            f"{both_clocks(share, '.0f')} % of the nnsghmc step"
+        )
 
     if args.cost:
         print()
@@ -394,8 +447,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {name:<30} {c['flops'] / 1e6:8.2f} Mflop {c['bytes accessed'] / 1e6:8.2f} MB")
     if args.hlo:
         print()
-        print("optimised HLO of each scan's loop body: thunks = top-level ops run once per step "
-              "(each a kernel launch on CPU), fused = ops inside their fusions")
+        print(
+            "optimised HLO of each scan's loop body: thunks = top-level ops run once per step "
+            "(each a kernel launch on CPU), fused = ops inside their fusions"
+        )
         for name, stats in hlo.items():
             ops = ", ".join(f"{k} {v}" for k, v in stats["ops"].most_common())
             print(f"  {name:<30} thunks {stats['thunks']:>4} fused {stats['fused']:>5} | {ops}")

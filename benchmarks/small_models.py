@@ -1,5 +1,5 @@
-"""Small models at hand-written speed: ``bdl.sample`` against a hand-written ``lax.scan`` of the same
-SGLD update, side by side in one run.
+"""Small models at hand-written speed: ``bdl.sample`` against a hand-written ``lax.scan`` of the
+same SGLD update, side by side in one run.
 
 On the conjugate linear regression (models/linear_regression.py, d = 4, n = 128, Gaussian
 likelihood, N(0, 1) prior), with the same chains, steps and step size, it times
@@ -34,7 +34,9 @@ from bdl.model_files import load_spec
 H = 1e-4
 
 
-def hand_written(x: jax.Array, y: jax.Array, noise_sd: float, batch_size: int, steps: int, chains: int):
+def hand_written(
+    x: jax.Array, y: jax.Array, noise_sd: float, batch_size: int, steps: int, chains: int
+) -> object:
     """The SGLD loop written by hand for this model: Ũ = (n/B)·Σ_batch (y − xθ)²/(2σ²) + |θ|²/2."""
     n = x.shape[0]
     per_epoch = n // batch_size
@@ -92,7 +94,7 @@ def main() -> None:
         hand = hand_written(x, y, 0.5, batch, args.steps, args.chains)
         short = args.steps // 10
 
-        def run(steps: int) -> bdl.Samples:
+        def run(steps: int, target: object = target) -> bdl.Samples:
             return bdl.sample(
                 target, kernel, num_steps=steps, thin=steps, num_chains=args.chains, progress=False
             )
@@ -102,7 +104,8 @@ def main() -> None:
         hands, bdls, ratios = [], [], []
         for _ in range(args.repeats):
             th = timed(hand, key)
-            tb = timed(lambda: run(args.steps).positions) - timed(lambda: run(short).positions)
+            tb = timed(lambda: run(args.steps).positions)
+            tb -= timed(lambda s=short: run(s).positions)
             tb *= args.steps / (args.steps - short)
             hands.append(th / args.steps * 1e6)
             bdls.append(tb / args.steps * 1e6)

@@ -111,41 +111,58 @@ def make_scans(compiled: Any, kernels: dict[str, Any], steps: int, lr: float) ->
         kernel = kernel.bind(compiled)
         state = kernel.init(params, k_kernel)
 
-        def kernel_body(carry: Any, t: jax.Array, kernel: Any = kernel, keep_info: bool = False
-                        ) -> tuple[Any, None]:
+        def kernel_body(
+            carry: Any, t: jax.Array, kernel: Any = kernel, keep_info: bool = False
+        ) -> tuple[Any, None]:
             state, stream, info = carry
             batch, stream = compiled.next_batch(stream, t)
             h, temperature = kernel.hyper(t, compiled.temperature(t))
             grad_fn = partial(compiled.stochastic_energy_and_grad, batch=batch)
-            state, new_info = kernel.step(jax.random.fold_in(k_kernel, t), state, grad_fn, h,
-                                          temperature)
+            state, new_info = kernel.step(
+                jax.random.fold_in(k_kernel, t), state, grad_fn, h, temperature
+            )
             return (state, stream, new_info if keep_info else info), None
 
-        info0 = jax.eval_shape(lambda s, k=kernel: k.step(
-            k_kernel, s, partial(compiled.stochastic_energy_and_grad,
-                                 batch=compiled.next_batch(stream, 0)[0]),
-            jnp.float32(1e-3), jnp.float32(1.0))[1], state)
+        info0 = jax.eval_shape(
+            lambda s, k=kernel: k.step(
+                k_kernel,
+                s,
+                partial(
+                    compiled.stochastic_energy_and_grad, batch=compiled.next_batch(stream, 0)[0]
+                ),
+                jnp.float32(1e-3),
+                jnp.float32(1.0),
+            )[1],
+            state,
+        )
         info0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), info0)
         out[name] = (scan(kernel_body), (state, stream, info0))
         if name == "sghmc":  # the Info bdl.sample carries per step, priced once
-            out[f"{name}+info"] = (scan(partial(kernel_body, keep_info=True)),
-                                   (state, stream, info0))
+            out[f"{name}+info"] = (
+                scan(partial(kernel_body, keep_info=True)),
+                (state, stream, info0),
+            )
     return out
 
 
 def finite(tree: Any) -> bool:
-    return all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(tree)
-               if jnp.issubdtype(x.dtype, jnp.floating))
+    return all(
+        bool(jnp.all(jnp.isfinite(x)))
+        for x in jax.tree.leaves(tree)
+        if jnp.issubdtype(x.dtype, jnp.floating)
+    )
 
 
 # ---------------------------------------------------------------------------- main
-def first_sample_call(compiled: Any, kernel: Any, steps: int, counter: CompileCounter
-                      ) -> tuple[float, int, float]:
+def first_sample_call(
+    compiled: Any, kernel: Any, steps: int, counter: CompileCounter
+) -> tuple[float, int, float]:
     """Wall time, XLA compilations and XLA seconds of a first ``bdl.sample`` call."""
     c0, s0 = counter.snapshot()
     start = time.perf_counter()
-    jax.block_until_ready(bdl.sample(compiled, kernel, num_steps=steps, thin=steps,
-                                     progress=False).positions)
+    jax.block_until_ready(
+        bdl.sample(compiled, kernel, num_steps=steps, thin=steps, progress=False).positions
+    )
     wall = time.perf_counter() - start
     c1, s1 = counter.snapshot()
     return wall, c1 - c0, s1 - s0
@@ -158,14 +175,24 @@ def median_ratio(num: list[float], den: list[float]) -> float:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=1000, help="steps S per scan (default 1000)")
-    ap.add_argument("--repeats", type=int, default=5,
-                    help="timed rounds, all candidates interleaved per round (default 5)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="timed rounds, all candidates interleaved per round (default 5)",
+    )
     ap.add_argument("--batch-size", type=int, default=32, help="minibatch size (default 32)")
     ap.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (default 0.05)")
-    ap.add_argument("--chains", action="store_true",
-                    help="also sweep bdl.sample (sghmc) over 1, 2, 4, 8 chains: chain-steps/s")
-    ap.add_argument("--hlo", action="store_true",
-                    help="print the op counts of each scan's optimised HLO loop body")
+    ap.add_argument(
+        "--chains",
+        action="store_true",
+        help="also sweep bdl.sample (sghmc) over 1, 2, 4, 8 chains: chain-steps/s",
+    )
+    ap.add_argument(
+        "--hlo",
+        action="store_true",
+        help="print the op counts of each scan's optimised HLO loop body",
+    )
     args = ap.parse_args(argv)
     if args.steps < 2 or args.repeats < 1 or args.batch_size < 1:
         ap.error("--steps must be >= 2, --repeats >= 1 and --batch-size >= 1")
@@ -174,8 +201,10 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"# step_overhead: {environment()}")
     compiled = digits_mlp(batch_size=args.batch_size)
-    print(f"# digits MLP 64-100-100-10: n = {compiled.n}, d = {compiled.dim}, batch = "
-          f"{compiled.batch_size}; S = {S} steps per call, {R} interleaved rounds")
+    print(
+        f"# digits MLP 64-100-100-10: n = {compiled.n}, d = {compiled.dim}, batch = "
+        f"{compiled.batch_size}; S = {S} steps per call, {R} interleaved rounds"
+    )
     kernels = {
         "sghmc": bdl.kernels.get("sghmc", step_size=1e-3, friction=1.0),
         "sgld": bdl.kernels.get("sgld", step_size=1e-4),
@@ -213,26 +242,38 @@ def main(argv: list[str] | None = None) -> None:
     both = [a + b for a, b in zip(sgd, drw, strict=True)]
     print()
     cpu_both = [a + b for a, b in zip(cpu["sgd"], cpu["draw"], strict=True)]
-    print(f"{'per step':<40}{'median µs':>10}{'min µs':>9}{'/ sgd':>7}{'/ (sgd+draw)':>13}"
-          f"{'cpu µs':>9}{'cpu /(s+d)':>11}{'compile s':>10}")
+    print(
+        f"{'per step':<40}{'median µs':>10}{'min µs':>9}{'/ sgd':>7}{'/ (sgd+draw)':>13}"
+        f"{'cpu µs':>9}{'cpu /(s+d)':>11}{'compile s':>10}"
+    )
 
     def row(label: str, ts: list[float], cs: list[float], comp: str | None = None) -> None:
         med, lo = statistics.median(ts) / S, min(ts) / S
         c = f"{compile_s[comp]:10.2f}" if comp else ""
-        print(f"{label:<40}{med * 1e6:10.1f}{lo * 1e6:9.1f}{median_ratio(ts, sgd):7.2f}"
-              f"{median_ratio(ts, both):13.2f}{statistics.median(cs) / S * 1e6:9.1f}"
-              f"{median_ratio(cs, cpu_both):11.2f}{c}")
+        print(
+            f"{label:<40}{med * 1e6:10.1f}{lo * 1e6:9.1f}{median_ratio(ts, sgd):7.2f}"
+            f"{median_ratio(ts, both):13.2f}{statistics.median(cs) / S * 1e6:9.1f}"
+            f"{median_ratio(cs, cpu_both):11.2f}{c}"
+        )
 
     row("(a) optax.sgd momentum step", sgd, cpu["sgd"], comp="sgd")
     row("(b) gaussian draw of d floats", drw, cpu["draw"], comp="draw")
     row("    (a) + (b), separate scans", both, cpu_both)
-    row("    (a+b) in one scan: hand-written SGHMC", times["sgd+draw"], cpu["sgd+draw"],
-        comp="sgd+draw")
+    row(
+        "    (a+b) in one scan: hand-written SGHMC",
+        times["sgd+draw"],
+        cpu["sgd+draw"],
+        comp="sgd+draw",
+    )
     for name in kernels:
         row(f"(c) {name} kernel.step", times[name], cpu[name], comp=name)
         if f"{name}+info" in times:
-            row(f"    {name} kernel.step, Info kept", times[f"{name}+info"],
-                cpu[f"{name}+info"], comp=f"{name}+info")
+            row(
+                f"    {name} kernel.step, Info kept",
+                times[f"{name}+info"],
+                cpu[f"{name}+info"],
+                comp=f"{name}+info",
+            )
 
     def per_step(t: dict[str, list[float]], name: str) -> list[float]:
         full, one = t[f"sample:{name}"], t[f"sample1:{name}"]
@@ -240,45 +281,60 @@ def main(argv: list[str] | None = None) -> None:
 
     marginal = {name: per_step(times, name) for name in kernels}
     for name in kernels:
-        row(f"(d) bdl.sample {name}, whole call / S", times[f"sample:{name}"],
-            cpu[f"sample:{name}"])
+        row(
+            f"(d) bdl.sample {name}, whole call / S", times[f"sample:{name}"], cpu[f"sample:{name}"]
+        )
         row("    minus the num_steps=1 call", marginal[name], per_step(cpu, name))
     print()
     for name in kernels:
         ratio = median_ratio(times[name], both)
         verdict = "ok" if ratio <= TARGET_RATIO else "ABOVE TARGET"
-        print(f"verdict {name}: kernel.step / (sgd + draw) = {ratio:.3f} wall, "
-              f"{median_ratio(cpu[name], cpu_both):.3f} cpu (target ≤ {TARGET_RATIO}: {verdict}); "
-              f"bdl.sample per step / (sgd + draw) = {median_ratio(marginal[name], both):.3f} "
-              f"wall, {median_ratio(per_step(cpu, name), cpu_both):.3f} cpu")
+        print(
+            f"verdict {name}: kernel.step / (sgd + draw) = {ratio:.3f} wall, "
+            f"{median_ratio(cpu[name], cpu_both):.3f} cpu (target ≤ {TARGET_RATIO}: {verdict}); "
+            f"bdl.sample per step / (sgd + draw) = {median_ratio(marginal[name], both):.3f} "
+            f"wall, {median_ratio(per_step(cpu, name), cpu_both):.3f} cpu"
+        )
     for name, (wall, ncomp, xla_s) in first.items():
         verdict = "ok" if wall <= TARGET_COMPILE_S else "ABOVE TARGET"
         one = statistics.median(times[f"sample1:{name}"])
         full = statistics.median(times[f"sample:{name}"])
-        print(f"bdl.sample {name}: first call {wall:.2f} s incl. {S} steps ({ncomp} XLA "
-              f"compilation(s), {xla_s:.2f} s in the XLA backend; target ≤ {TARGET_COMPILE_S} s: "
-              f"{verdict}); later calls {full * 1e3:.1f} ms (num_steps={S}) and {one * 1e3:.1f} ms "
-              f"(num_steps=1, the fixed cost)")
-    print(f"XLA compilations during the {R} timed rounds (bdl.sample re-called with the same "
-          f"shapes, num_steps {S} and 1): {recompiles}"
-          f"{' (no recompile: ok)' if recompiles == 0 else ' (RECOMPILED)'}")
+        print(
+            f"bdl.sample {name}: first call {wall:.2f} s incl. {S} steps ({ncomp} XLA "
+            f"compilation(s), {xla_s:.2f} s in the XLA backend; target ≤ {TARGET_COMPILE_S} s: "
+            f"{verdict}); later calls {full * 1e3:.1f} ms (num_steps={S}) and {one * 1e3:.1f} ms "
+            f"(num_steps=1, the fixed cost)"
+        )
+    print(
+        f"XLA compilations during the {R} timed rounds (bdl.sample re-called with the same "
+        f"shapes, num_steps {S} and 1): {recompiles}"
+        f"{' (no recompile: ok)' if recompiles == 0 else ' (RECOMPILED)'}"
+    )
 
     if args.hlo:
         print()
-        print("optimised HLO of each scan's loop body: thunks = top-level ops run once per step "
-              "(each a kernel launch on CPU), fused = ops inside their fusions")
+        print(
+            "optimised HLO of each scan's loop body: thunks = top-level ops run once per step "
+            "(each a kernel launch on CPU), fused = ops inside their fusions"
+        )
         for name, stats in hlo.items():
             ops = ", ".join(f"{k} {v}" for k, v in stats["ops"].most_common())
             print(f"  {name:<12} thunks {stats['thunks']:>4}  fused {stats['fused']:>5}  | {ops}")
 
     if args.chains:
         print()
-        print("bdl.sample sghmc under vmap, second call (target: chain-steps/s rises with "
-              "chains):")
+        print("bdl.sample sghmc under vmap, second call (target: chain-steps/s rises with chains):")
         sweep = {}
         for c in (1, 2, 4, 8):
-            run = partial(bdl.sample, compiled, kernels["sghmc"], num_steps=S, thin=S,
-                          num_chains=c, progress=False)
+            run = partial(
+                bdl.sample,
+                compiled,
+                kernels["sghmc"],
+                num_steps=S,
+                thin=S,
+                num_chains=c,
+                progress=False,
+            )
             jax.block_until_ready(run().positions)
             sweep[c] = lambda run=run: run().positions
         ctimes, _ = time_interleaved(sweep, max(3, R // 2 + 1))

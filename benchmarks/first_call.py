@@ -4,6 +4,9 @@ Each measurement is a fresh Python process (nothing compiled yet). The model is 
 ``_common.py`` and the kernel SGHMC (h = 1e-3, C = 1); the call runs ``--steps`` steps with one
 draw and one chain, so its time is almost all tracing and compilation. Three processes:
 
+For each it prints the ``bdl.sample`` call alone and the whole process, from its start (interpreter,
+imports, ``bdl.compile`` of the model, the call) to its end, measured from outside.
+
 1. no persistent cache (what a Python user gets by default);
 2. ``bdl.enable_compilation_cache`` on an empty directory (cold: compiles and writes);
 3. the same directory again (warm: what every later ``bdl`` command gets for the same model).
@@ -20,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -43,10 +47,13 @@ print(time.perf_counter() - start)
 """
 
 
-def first_call(steps: int, cache: str) -> float:
+def first_call(steps: int, cache: str) -> tuple[float, float]:
+    """(seconds of the ``bdl.sample`` call, seconds of the whole process)."""
     code = CHILD.format(bench=str(Path(__file__).resolve().parent), cache=cache, steps=steps)
+    start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    whole = time.perf_counter() - start
+    return float(out.stdout.strip().splitlines()[-1]), whole
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,14 +63,19 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     print(environment(), flush=True)
     rows: dict[str, list[float]] = {"no cache": [], "cold cache": [], "warm cache": []}
+    wholes: dict[str, list[float]] = {name: [] for name in rows}
     for _ in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
-            rows["no cache"].append(first_call(args.steps, ""))
-            rows["cold cache"].append(first_call(args.steps, tmp))
-            rows["warm cache"].append(first_call(args.steps, tmp))
+            for name, cache in (("no cache", ""), ("cold cache", tmp), ("warm cache", tmp)):
+                call, whole = first_call(args.steps, cache)
+                rows[name].append(call)
+                wholes[name].append(whole)
     for name, values in rows.items():
         shown = ", ".join(f"{v:.2f}" for v in values)
-        print(f"{name:<11} median {statistics.median(values):5.2f} s   ({shown})")
+        print(
+            f"{name:<11} median {statistics.median(values):5.2f} s   ({shown});  whole process "
+            f"{statistics.median(wholes[name]):5.2f} s"
+        )
     ratio = statistics.median(rows["warm cache"]) / statistics.median(rows["no cache"])
     print(f"warm / no cache: {ratio:.2f}")
     return 0

@@ -135,20 +135,17 @@ def sample(
     check_schedules(target, kernel, num_steps, adapting)
     schedule = warmup.windows(burn_in) if adapting else []
     progress = sys.stderr.isatty() if progress is None else progress
-    header = {
-        "bdl_version": _version(),
-        "model": getattr(target, "name", type(target).__name__),
-        "kernel": kernel.name,
-        "kernel_fingerprint": checkpoint_io.fingerprint(kernel),
-        "settings": {
-            "num_steps": num_steps,
-            "burn_in": burn_in,
-            "thin": thin,
-            "num_chains": num_chains,
-            "seed": seed,
-            "init": init if isinstance(init, str) else "<positions>",
-        },
-    }
+    meta = run_meta(
+        target,
+        kernel,
+        num_steps=num_steps,
+        burn_in=burn_in,
+        thin=thin,
+        num_chains=num_chains,
+        seed=seed,
+        init=init,
+    )
+    header = {**meta, "kernel_fingerprint": checkpoint_io.fingerprint(kernel)}
     if saved is not None:
         _check_same_run(saved.header, header, directory)
 
@@ -202,7 +199,7 @@ def sample(
         with _termination_as_interrupt():
             while loop.t < end:
                 loop = _advance(
-                    target, kernel, loop, chain_keys, key_adapt, chunk, sizer, adapting,
+                    target, kernel, loop, chain_keys, key_adapt, chunk, sizer,
                     burn_in, thin, end, points, boundaries,
                 )  # fmt: skip
                 meter.update(loop.t)
@@ -221,16 +218,6 @@ def sample(
         )
     finally:
         meter.close(loop.t)
-    meta = run_meta(
-        target,
-        kernel,
-        num_steps=num_steps,
-        burn_in=burn_in,
-        thin=thin,
-        num_chains=num_chains,
-        seed=seed,
-        init=init,
-    )
     return _assemble(list(loop.collected), kernel, loop.t, interrupted, loop.chains, meta)
 
 
@@ -251,7 +238,6 @@ def _advance(
     key_adapt: jax.Array,
     chunk: int,
     sizer: _ChunkSizer,
-    adapting: bool,
     burn_in: int,
     thin: int,
     end: int,
@@ -264,7 +250,7 @@ def _advance(
     t, budget = loop.t, sizer.budget()
     started = time.perf_counter()
     if t < burn_in:
-        warming = adapting and t < boundaries[-1] if boundaries else False
+        warming = bool(boundaries) and t < boundaries[-1]  # boundaries: warm-up's only
         stop = boundaries[bisect.bisect_right(boundaries, t)] if warming else burn_in
         n = min(budget, stop - t)
         chains, _ = _run_chunk(
@@ -395,14 +381,21 @@ def _resumed_settings(
 
 
 def _check_same_run(saved: dict, current: dict, directory: Path) -> None:
-    """A checkpoint goes on only with the model and kernel it was written by."""
-    for name, what in (("model", "model"), ("kernel", "kernel"), ("kernel_fingerprint", None)):
-        if saved.get(name) != current[name]:
-            written = f"{what} {saved.get(name)!r}" if what else "another kernel configuration"
-            now = f"{current[name]!r}" if what else "this one"
+    """A checkpoint goes on only with the model and kernel it was written by (headers carry
+    :func:`run_meta`'s record and the kernel's fingerprint)."""
+    saved_kernel = (saved.get("kernel") or {}).get("name")
+    checks = (
+        ("model", saved.get("model"), current["model"]),
+        ("kernel", saved_kernel, current["kernel"]["name"]),
+        (None, saved.get("kernel_fingerprint"), current["kernel_fingerprint"]),
+    )
+    for what, was, now in checks:
+        if was != now:
+            written = f"{what} {was!r}" if what else "another kernel configuration"
             raise ValueError(
-                f"resume: the checkpoint in {directory} was written by {written}, not {now}; "
-                "pass the model and kernel (with the same hyper-parameters) it was started with."
+                f"resume: the checkpoint in {directory} was written by {written}, not "
+                f"{f'{now!r}' if what else 'this one'}; pass the model and kernel (with the same "
+                "hyper-parameters) it was started with."
             )
 
 
@@ -422,12 +415,6 @@ def _termination_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _version() -> str:
-    from bdl import __version__
-
-    return __version__
 
 
 class Status(NamedTuple):

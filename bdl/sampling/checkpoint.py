@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -29,6 +28,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from bdl.utils.files import atomic_path
 
 #: the layout written by this version of bdl; newer checkpoints are refused
 FORMAT = 1
@@ -92,16 +93,8 @@ def restore(template: Any, leaves: list[np.ndarray], directory: Path) -> Any:
 
 
 def _write_atomic(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:  # a file object: no .npz appended
+        np.savez(f, **arrays)
 
 
 def _part(directory: Path, k: int) -> Path:

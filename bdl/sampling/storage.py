@@ -23,11 +23,9 @@ format version and turns every failure (missing, truncated, corrupt, foreign fil
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,6 +37,7 @@ import numpy as np
 
 from bdl.sampling.names import join_name, key_name, leaf_keys, posterior_name, split_name
 from bdl.sampling.samples import Samples
+from bdl.utils.files import atomic_path
 
 PyTree = Any
 FORMAT = "bdl.Samples"
@@ -100,7 +99,7 @@ def save_samples(samples: Samples, path: str | os.PathLike) -> Path:
     header, arrays = _record(samples)
     if out.suffix == ".nc":
         samples.posterior_names()  # raises, before writing, when two leaves would share a name
-    with _atomic(out) as tmp:
+    with atomic_path(out) as tmp:
         if out.suffix == ".npz":
             _write_npz(tmp, header, arrays)
         else:
@@ -244,31 +243,6 @@ def _storable(array: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------- writing
-@contextlib.contextmanager
-def _atomic(path: Path) -> Iterator[Path]:
-    """A temporary file beside ``path``, renamed over it when the block succeeds and removed
-    when it fails."""
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o22)
-    os.umask(mask)
-    return mask
-
-
 def _write_npz(file: Path, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     with open(file, "wb") as f:  # a file object: np.savez would append .npz to a name
         np.savez(f, **{HEADER_KEY: np.asarray(json.dumps(header))}, **arrays)

@@ -66,38 +66,46 @@ def check_data(data: Dataset) -> None:
             )
 
 
+def _start_leaves(tree: Any, owner: str) -> list[tuple[str, Any, np.dtype]]:
+    """(where, leaf, dtype) for every leaf of a declared start, ``where`` naming it for
+    messages; a start without arrays is an error."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    if not flat:
+        raise ValueError(f"{owner} has no arrays: there is nothing to sample.")
+    return [
+        (
+            owner + (f" leaf {path_to_str(path)}" if path else ""),
+            leaf,
+            leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype,
+        )
+        for path, leaf in flat
+    ]
+
+
+def _check_finite_start(where: str, leaf: Any) -> None:
+    if not isinstance(leaf, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(leaf))):
+        raise ValueError(f"{where} has NaN or infinite entries; chains cannot start there.")
+
+
 def check_params(params: Any) -> None:
     """A plain-function network's declared parameters are sampled: every leaf must be a
     floating-point array with finite entries (an integer leaf has no gradient)."""
-    flat, _ = jax.tree_util.tree_flatten_with_path(params)
-    if not flat:
-        raise ValueError("Model(params=...) has no arrays: there is nothing to sample.")
-    for path, leaf in flat:
-        where = "Model(params=...)" + (f" leaf {path_to_str(path)}" if path else "")
-        dtype = leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
+    for where, leaf, dtype in _start_leaves(params, "Model(params=...)"):
         if not jnp.issubdtype(dtype, np.floating):
             raise TypeError(
                 f"{where} has dtype {dtype}; sampled parameters must be floating-point arrays "
                 "(e.g. np.zeros(shape, np.float32)). Keep fixed settings out of params."
             )
-        values = np.asarray(leaf)
-        if not np.all(np.isfinite(values)):
-            raise ValueError(f"{where} has NaN or infinite entries; chains cannot start there.")
+        _check_finite_start(where, leaf)
 
 
 def check_potential(potential: Potential, start: Any) -> None:
     """The initial position is a pytree of finite numbers, and ``log_density`` maps it to a
     scalar (checked by abstract evaluation: nothing is compiled)."""
-    flat, _ = jax.tree_util.tree_flatten_with_path(start)
-    if not flat:
-        raise ValueError("Potential(init=...) has no arrays: there is nothing to sample.")
-    for path, leaf in flat:
-        where = "Potential(init=...)" + (f" leaf {path_to_str(path)}" if path else "")
-        dtype = leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
+    for where, leaf, dtype in _start_leaves(start, "Potential(init=...)"):
         if not (jnp.issubdtype(dtype, np.number) or jnp.issubdtype(dtype, np.bool_)):
             raise TypeError(f"{where} must be a numeric array; got {shown(leaf)}.")
-        if not isinstance(leaf, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(leaf))):
-            raise ValueError(f"{where} has NaN or infinite entries; chains cannot start there.")
+        _check_finite_start(where, leaf)
     position = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), jnp.float32), start)
     try:
         out = jax.eval_shape(potential.log_density, position)

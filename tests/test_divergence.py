@@ -33,6 +33,23 @@ def test_one_diverging_chain_is_frozen_and_the_others_go_on():
     assert bool(stats["diverging"][0].all()) and not bool(stats["diverging"][1:].any())
 
 
+@pytest.mark.parametrize("num_chains", [1, 3])
+def test_the_divergence_step_does_not_depend_on_thinning(num_chains):
+    """Between recorded draws only the draw's last step is checked; the exact step is found by
+    replaying the draw, and the chain is frozen at a finite state."""
+    spec = load_spec("linear_regression")
+    kernel = bdl.kernels.sghmc(step_size=0.3, friction=1.0)
+    runs = [
+        bdl.sample(spec.compile(), kernel, num_steps=400, thin=t, num_chains=num_chains, seed=2)
+        for t in (1, 37)
+    ]
+    assert runs[0].diverged.all() and runs[1].diverged.all()
+    np.testing.assert_array_equal(runs[0].divergence_step, runs[1].divergence_step)
+    assert (runs[1].divergence_step % 37 != 36).any()  # not the provisional draw ends
+    for s in runs:
+        assert np.all(np.isfinite(s.positions["net"]["w"]))
+
+
 def test_huge_step_size_diverges_every_chain_and_keeps_earlier_draws():
     spec = load_spec("linear_regression")
     s = bdl.sample(

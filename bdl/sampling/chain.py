@@ -10,6 +10,11 @@ every ``thin``-th step (``out`` of that step), in the style of BlackJAX's
 * with ``buffer_size``, the lengths may be traced arrays (every chunk of a long run shares one
   compilation) and the records go into a buffer of that many rows; rows past ``num_draws`` are
   left as zeros.
+
+With ``skip``, the ``thin − 1`` steps of a draw that are not recorded run ``skip(carry, t) ->
+carry`` instead: a transition that computes no diagnostics, so that only the recorded step pays
+for them (the loop then carries no per-step output). ``settle(before, after)`` then sees each
+draw's carry before and after its steps (e.g. to undo a draw that went wrong).
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ def run_chain(
     thin: Any = 1,
     observe: Observe | None = None,
     buffer_size: int | None = None,
+    skip: Callable[[Any, jax.Array], Any] | None = None,
+    settle: Callable[[Any, Any], Any] | None = None,
 ) -> tuple[Carry, Any]:
     """Run ``num_draws × thin`` steps from step ``start``; returns the final carry and the
     records (``None`` without ``observe``)."""
@@ -42,13 +49,19 @@ def run_chain(
 
     def draw(carry: Any, d: jax.Array) -> tuple[Any, Any]:
         first = start + d * thin
-
-        def body(i: jax.Array, c: Any) -> Any:
-            return transition(c[0], first + i)
-
-        carry, out = jax.lax.fori_loop(0, thin, body, (carry, empty_out))
         last = first + thin - 1
-        return carry, None if observe is None else observe(carry, out, last)
+        if skip is None:
+
+            def body(i: jax.Array, c: Any) -> Any:
+                return transition(c[0], first + i)
+
+            after, out = jax.lax.fori_loop(0, thin, body, (carry, empty_out))
+        else:
+            after = jax.lax.fori_loop(0, thin - 1, lambda i, c: skip(c, first + i), carry)
+            after, out = transition(after, last)
+        if settle is not None:
+            after = settle(carry, after)
+        return after, None if observe is None else observe(after, out, last)
 
     if buffer_size is None:
         return jax.lax.scan(draw, carry, jnp.arange(num_draws))

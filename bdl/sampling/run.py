@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -256,6 +256,8 @@ def _advance(
         chains, _ = _run_chunk(
             target, kernel, loop.chains, chain_keys, *_ints(t, 1, n), chunk, warming
         )
+        if not warming:
+            chains = _located(target, kernel, loop.chains, chains, chain_keys, n, chunk)
         jax.block_until_ready(chains)
         sizer.record(n, time.perf_counter() - started)
         if warming and t + n == stop:
@@ -274,6 +276,7 @@ def _advance(
     chains, out = _run_chunk(
         target, kernel, loop.chains, chain_keys, *_ints(t, draws, steps), chunk
     )
+    chains = _located(target, kernel, loop.chains, chains, chain_keys, steps, chunk)
     collected = loop.collected
     if steps == to_boundary:  # the last step of a draw was run
         out = jax.device_get(jax.tree.map(lambda a: a[:draws], out))
@@ -469,18 +472,27 @@ def _run_chunk(
     steps_per_draw: jax.Array,
     buffer_size: int,
     adapting: bool = False,
+    checked: bool = False,
 ) -> tuple[Chains, Any]:
     """Run ``num_draws × steps_per_draw`` steps from step ``t0``, recording each draw's state.
 
     ``t0``, ``num_draws`` and ``steps_per_draw`` are traced, so burn-in and sampling chunks of
-    any length share one compilation; ``buffer_size`` fixes the output shape. A step whose
-    energy, gradient or new state is not finite marks its chain diverged; the chain's state is
-    then frozen. While ``adapting`` (a warm-up window) such a step is rejected and the chain's
-    step size halved instead, h and T are the adapted step and the target's temperature (no
-    schedule), and θ is accumulated into the window's statistics.
-    """
+    any length share one compilation; ``buffer_size`` fixes the output shape.
 
-    def per_chain(c: Chains, ckey: jax.Array, t: jax.Array) -> tuple[Chains, Info]:
+    Sampling pays for diagnostics only where they are recorded: the steps inside a draw run the
+    bare kernel step, and the draw's last step computes the step ``Info`` and checks that the
+    energy, gradient and state are finite. A chain that fails the check goes back to its state
+    at the start of the draw and stays frozen there; its divergence step is provisionally the
+    draw's last step (:func:`_locate_divergences` finds the exact one). With ``checked`` every
+    step is checked and a failing chain is frozen at its last finite state.
+
+    While ``adapting`` (a warm-up window; implies ``checked``) a failing step is rejected and
+    the chain's step size halved instead, h and T are the adapted step and the target's
+    temperature (no schedule), and θ is accumulated into the window's statistics.
+    """
+    checked = checked or adapting
+
+    def advance(c: Chains, ckey: jax.Array, t: jax.Array) -> tuple[Any, Any, Info]:
         k = warmup.apply(kernel, c.params)
         temperature = target.temperature(t)
         h, temperature = (c.params.step_size, temperature) if adapting else k.hyper(t, temperature)
@@ -489,7 +501,14 @@ def _run_chunk(
         state, info = k.step(jax.random.fold_in(ckey, t), c.states, grad_fn, h, temperature)
         if adapting and isinstance(state, RecipeState):
             state = state._replace(z=warmup.innermost(k).recipe.warmup_guarded(state.z, h))
-        ok = jnp.isfinite(info.energy) & jnp.isfinite(info.grad_norm) & _finite(state)
+        return state, stream, info
+
+    def is_finite(state: Any, info: Info) -> jax.Array:
+        return jnp.isfinite(info.energy) & jnp.isfinite(info.grad_norm) & _finite(state)
+
+    def checked_step(c: Chains, ckey: jax.Array, t: jax.Array) -> tuple[Chains, Info]:
+        state, stream, info = advance(c, ckey, t)
+        ok = is_finite(state, info)
         move = ok & ~c.status.diverged
         state = jax.tree.map(lambda new, old: jnp.where(move, new, old), state, c.states)
         params, stats, status = c.params, c.stats, c.status
@@ -503,18 +522,117 @@ def _run_chunk(
             failed = params.backoff < 2.0**-40  # nothing is finite at any step size
         else:
             failed = ~ok
-        first = failed & ~status.diverged
-        status = Status(status.diverged | failed, jnp.where(first, t, status.step))
-        return Chains(state, stream, status, params, stats), info
+        return Chains(state, stream, _mark(status, failed, t), params, stats), info
 
-    def one_step(chains: Chains, t: jax.Array) -> tuple[Chains, Info]:
-        return jax.vmap(per_chain, in_axes=(0, 0, None))(chains, chain_keys, t)
+    def skip_step(c: Chains, ckey: jax.Array, t: jax.Array) -> Chains:
+        state, stream, _ = advance(c, ckey, t)
+        return c._replace(states=state, streams=stream)
 
-    def observe(chains: Chains, info: Info, t: jax.Array) -> Any:
+    def recorded_step(c: Chains, ckey: jax.Array, t: jax.Array) -> tuple[Chains, Info]:
+        state, stream, info = advance(c, ckey, t)
+        status = _mark(c.status, ~is_finite(state, info), t)
+        return c._replace(states=state, streams=stream, status=status), info
+
+    def settle(before: Chains, after: Chains) -> Chains:
+        frozen = after.status.diverged
+        keep = partial(jax.tree.map, lambda new, old: jnp.where(frozen, old, new))
+        return after._replace(
+            states=keep(after.states, before.states), streams=keep(after.streams, before.streams)
+        )
+
+    # one chain runs without a chain axis: under vmap, an axis of one costs copies and
+    # transposed products in every step
+    single = chain_keys.shape[0] == 1
+    over = (lambda f: f) if single else partial(jax.vmap, in_axes=(0, 0, None))
+    keys = chain_keys[0] if single else chain_keys
+
+    def per_step(step: Callable) -> Callable:
+        return lambda c, t: over(step)(c, keys, t)
+
+    def per_draw(f: Callable) -> Callable:
+        return f if single else jax.vmap(f)
+
+    def record(c: Chains, info: Info, t: jax.Array) -> Any:
         k = warmup.apply(kernel, ())
-        return jax.vmap(k.collect)(chains.states), info, k.is_sample(t), t
+        collected = per_draw(k.collect)(c.states)
+        if single:
+            collected, info = jax.tree.map(lambda x: x[None], (collected, info))
+        return collected, info, k.is_sample(t), t
 
-    return run_chain(one_step, chains, t0, num_draws, steps_per_draw, observe, buffer_size)
+    start = jax.tree.map(lambda x: x[0], chains) if single else chains
+    lengths = (t0, num_draws, steps_per_draw)
+    if checked:
+        end, out = run_chain(per_step(checked_step), start, *lengths, record, buffer_size)
+    else:
+        end, out = run_chain(
+            per_step(recorded_step),
+            start,
+            *lengths,
+            record,
+            buffer_size,
+            skip=per_step(skip_step),
+            settle=per_draw(settle),
+        )
+    return (jax.tree.map(lambda x: x[None], end) if single else end), out
+
+
+def _mark(status: Status, failed: jax.Array, t: jax.Array) -> Status:
+    """``status`` with a chain that ``failed`` at step ``t`` marked diverged (the first time)."""
+    first = failed & ~status.diverged
+    return Status(status.diverged | failed, jnp.where(first, t, status.step))
+
+
+def _located(
+    target: Target,
+    kernel: Kernel,
+    before: Chains,
+    after: Chains,
+    chain_keys: jax.Array,
+    steps: int,
+    buffer_size: int,
+) -> Chains:
+    """``after`` with exact divergence steps, when a chain diverged in the call (a copy of one
+    flag per chain to the host otherwise)."""
+    was, now = jax.device_get((before.status.diverged, after.status.diverged))
+    if np.array_equal(was, now):
+        return after
+    return _locate_divergences(target, kernel, was, after, chain_keys, steps, buffer_size)
+
+
+def _locate_divergences(
+    target: Target,
+    kernel: Kernel,
+    before: np.ndarray,
+    chains: Chains,
+    chain_keys: jax.Array,
+    steps: int,
+    buffer_size: int,
+) -> Chains:
+    """The exact step at which each newly diverged chain first went non-finite.
+
+    Outside warm-up a draw's ``steps`` steps are checked only at their end, and a chain that
+    fails is frozen at the draw's start with the draw's last step as its divergence step. The
+    draw is replayed from there with every step checked (same keys and minibatches); the first
+    failing step replaces the provisional one. Runs only when a chain has diverged.
+    """
+    status = jax.device_get(chains.status)
+    fresh = np.asarray(status.diverged) & ~before
+    located = np.asarray(status.step).copy()
+    clean = Status(jnp.zeros_like(chains.status.diverged), jnp.full_like(chains.status.step, -1))
+    for start in sorted({int(located[c]) - steps + 1 for c in np.flatnonzero(fresh)}):
+        replay, _ = _run_chunk(
+            target,
+            kernel,
+            chains._replace(status=clean),
+            chain_keys,
+            *_ints(start, 1, steps),
+            buffer_size,
+            checked=True,
+        )
+        found = jax.device_get(replay.status)
+        here = fresh & (located - steps + 1 == start) & np.asarray(found.diverged)
+        located = np.where(here, np.asarray(found.step), located)
+    return chains._replace(status=chains.status._replace(step=jnp.asarray(located, jnp.int32)))
 
 
 def _noise(target: Target, kernel: Kernel, theta: Any, mass: Any, key: jax.Array) -> jax.Array:

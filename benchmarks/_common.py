@@ -46,6 +46,33 @@ def digits_mlp(batch_size: int = 32, hidden: int = 100) -> Any:
     return bdl.compile(model, digits_data(), batch_size=batch_size)
 
 
+def cifar_shaped_cnn(batch_size: int = 128, n: int = 2048, width: int = 32) -> Any:
+    """A CIFAR-shaped convolutional network on random data, where the gradient dominates a step.
+
+    Inputs 32×32×3 drawn N(0, 1), labels uniform over 10 classes (fixed seed, ``n`` examples):
+    the data only fix the shapes and costs. Flax linen: 3×3 convolutions with ``width``,
+    2·``width`` (stride 2) and 2·``width`` (stride 2) channels, ReLU, global average pooling,
+    dense 10; Categorical likelihood, N(0, 1) prior; d = 57,066 parameters at width 32.
+    """
+    import flax.linen as nn
+
+    import bdl
+
+    class CNN(nn.Module):
+        @nn.compact
+        def __call__(self, x: jax.Array) -> jax.Array:
+            x = nn.relu(nn.Conv(width, (3, 3))(x))
+            x = nn.relu(nn.Conv(2 * width, (3, 3), strides=2)(x))
+            x = nn.relu(nn.Conv(2 * width, (3, 3), strides=2)(x))
+            return nn.Dense(10)(x.mean(axis=(-3, -2)))
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(n, 32, 32, 3)).astype(np.float32)
+    y = rng.integers(0, 10, size=n).astype(np.int32)
+    model = bdl.Model(network=CNN(), likelihood=bdl.Categorical(), prior=bdl.Normal(1.0))
+    return bdl.compile(model, (x, y), batch_size=batch_size)
+
+
 # ---------------------------------------------------------------------------- environment
 def environment() -> str:
     dev = jax.devices()[0]

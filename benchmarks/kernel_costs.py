@@ -28,8 +28,12 @@ PASS/MISS line against its target: hand-designed kernels ≤ 1.05 × (sgd + draw
 ``--parts`` also times the learned kernels' pieces alone (their networks, Γ), ``--cost`` prints
 XLA's flop and byte estimates per step and ``--hlo`` the loop bodies' opcode mix.
 
-Run: ``python benchmarks/kernel_costs.py [--steps 500] [--repeats 5] [--kernels sghmc,l2e]
-[--parts] [--cost] [--hlo]``.
+``--model cnn`` runs all of it on a CIFAR-shaped convolutional network on random data at batch
+128 (``_common.cifar_shaped_cnn``, d = 57,066), where the learned kernels' targets apply: there
+the minibatch gradient, not the per-coordinate work, dominates a step.
+
+Run: ``python benchmarks/kernel_costs.py [--model mlp|cnn] [--steps 500] [--repeats 5]
+[--kernels sghmc,l2e] [--parts] [--cost] [--hlo]``.
 """
 
 from __future__ import annotations
@@ -49,7 +53,14 @@ import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import digits_mlp, environment, load_average, loop_body_stats, time_interleaved
+from _common import (
+    cifar_shaped_cnn,
+    digits_mlp,
+    environment,
+    load_average,
+    loop_body_stats,
+    time_interleaved,
+)
 from step_overhead import finite, make_scans, median_ratio
 
 import bdl
@@ -254,7 +265,16 @@ def main(argv: list[str] | None = None) -> None:
         help="comma-separated subset of bdl.kernels.names() (default: all); "
         f"{REFERENCE} is always timed as the reference",
     )
-    ap.add_argument("--batch-size", type=int, default=32, help="minibatch size (default 32)")
+    ap.add_argument(
+        "--model",
+        choices=("mlp", "cnn"),
+        default="mlp",
+        help="mlp: the digits MLP (default); cnn: a CIFAR-shaped CNN on random data "
+        "(_common.cifar_shaped_cnn), where the gradient dominates a step",
+    )
+    ap.add_argument(
+        "--batch-size", type=int, default=None, help="minibatch size (default 32; cnn: 128)"
+    )
     ap.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (default 0.05)")
     ap.add_argument(
         "--parts",
@@ -272,6 +292,8 @@ def main(argv: list[str] | None = None) -> None:
         help="print the opcode mix of each scan's optimised HLO loop body",
     )
     args = ap.parse_args(argv)
+    if args.batch_size is None:
+        args.batch_size = 128 if args.model == "cnn" else 32
     if args.steps < 2 or args.repeats < 1 or args.batch_size < 1:
         ap.error("--steps must be >= 2, --repeats >= 1 and --batch-size >= 1")
     names = (
@@ -287,9 +309,14 @@ def main(argv: list[str] | None = None) -> None:
     S, R = args.steps, args.repeats
 
     print(f"# kernel_costs: {environment()}")
-    compiled = digits_mlp(batch_size=args.batch_size)
+    if args.model == "cnn":
+        compiled = cifar_shaped_cnn(batch_size=args.batch_size)
+        label = "CIFAR-shaped CNN 32x32x3, conv 32-64-64, random data"
+    else:
+        compiled = digits_mlp(batch_size=args.batch_size)
+        label = "digits MLP 64-100-100-10"
     print(
-        f"# digits MLP 64-100-100-10: n = {compiled.n}, d = {compiled.dim}, batch = "
+        f"# {label}: n = {compiled.n}, d = {compiled.dim}, batch = "
         f"{compiled.batch_size}; S = {S} steps per call, {R} interleaved rounds"
     )
 

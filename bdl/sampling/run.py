@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -192,7 +192,7 @@ def sample(
     end = burn_in + num_draws * thin
     points = _adaptation_points(schedule)
     boundaries = sorted(points)
-    sizer = _ChunkSizer()
+    sizer = _ChunkSizer((id(target), kernel.name, num_chains))
     meter = Progress(num_steps, progress, label=kernel.name, start=loop.t)
     interrupted = False
     try:
@@ -289,14 +289,19 @@ def _advance(
 class _ChunkSizer:
     """Steps per call of the compiled loop, so that one call takes about ``TARGET_SECONDS``:
     Ctrl-C, which Python sees between calls, answers within about a second, and a checkpoint
-    can be written between any two calls. The first call (it compiles) is short; the size then
-    follows the measured time per step, growing at most fourfold per call."""
+    can be written between any two calls. The first call of a run that has not been seen
+    before (it compiles) is short; the size then follows the measured time per step, growing
+    at most fourfold per call. A later run of the same target, kernel and chain count starts
+    at the size its predecessor reached (the sizes only split the loop; they never change the
+    draws)."""
 
     TARGET_SECONDS = 0.5
     FIRST = 16
+    _reached: ClassVar[dict[tuple, int]] = {}
 
-    def __init__(self) -> None:
-        self.steps = self.FIRST
+    def __init__(self, run: tuple = ()) -> None:
+        self.run = run
+        self.steps = self._reached.get(run, self.FIRST) if run else self.FIRST
 
     def budget(self) -> int:
         return self.steps
@@ -305,6 +310,8 @@ class _ChunkSizer:
         per_step = max(seconds, 1e-9) / max(steps, 1)
         want = int(self.TARGET_SECONDS / per_step)
         self.steps = max(1, min(want, 4 * max(steps, self.steps)))
+        if self.run and seconds >= self.TARGET_SECONDS / 4:  # short calls: mostly fixed costs
+            self._reached[self.run] = self.steps
 
 
 class _Checkpointer:

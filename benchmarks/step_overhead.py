@@ -9,8 +9,8 @@ times, side by side in one run, a jitted ``lax.scan`` of S steps of
   (b) one Gaussian draw of the parameter dimension d (``fold_in`` key per step),
   (a+b) both in one scan (an SGD step whose momentum gets the draw added: hand-written SGHMC),
   (c) ``kernel.step`` of SGHMC (h = 1e-3, C = 1) and SGLD (h = 1e-4) through the kernel protocol,
-      the per-step ``Info`` left to dead-code elimination (for SGHMC also kept in the carry, as
-      ``bdl.sample`` does),
+      the per-step ``Info`` left to dead-code elimination (for SGHMC also kept in the carry:
+      what recording every step costs; ``bdl.sample`` computes it at recorded steps only),
   (d) the whole ``bdl.sample(..., num_steps=S, thin=S)`` (second call), with its fixed per-call
       cost (``num_steps=1``) separated from the per-step cost,
 
@@ -137,7 +137,7 @@ def make_scans(compiled: Any, kernels: dict[str, Any], steps: int, lr: float) ->
         )
         info0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), info0)
         out[name] = (scan(kernel_body), (state, stream, info0))
-        if name == "sghmc":  # the Info bdl.sample carries per step, priced once
+        if name == "sghmc":  # the Info of every step kept: what recording every step costs
             out[f"{name}+info"] = (
                 scan(partial(kernel_body, keep_info=True)),
                 (state, stream, info0),

@@ -30,7 +30,7 @@ class Samples:
             draw are not run.
         interrupted: the run was stopped early (Ctrl-C); the draws up to then are kept.
         diverged: per chain, whether a step gave a non-finite energy, gradient or state; the
-            chain was then frozen (its later draws repeat its last finite state).
+            chain was then frozen at its state at the start of that draw.
         divergence_step: per chain, the step at which it diverged (−1: never).
         adapted: the values warm-up adaptation chose per chain (``step_size``, ``friction``,
             ``mass`` or ``inverse_mass``), or ``None`` when the kernel had its own step size.

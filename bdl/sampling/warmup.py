@@ -184,16 +184,23 @@ def dense(kernel: Kernel, position: PyTree) -> bool:
 
 
 def hessian_mass(grad_fn: Callable[[PyTree], PyTree], theta: PyTree) -> DenseMass:
-    """A dense starting mass from the Hessian of the minibatch energy at θ: M = |H| (absolute
-    eigenvalues, floored at 10⁻⁶ of the largest, since a start need not be where U is convex).
-    It carries the posterior's correlations (e.g. of collinear predictors) into the first
-    window, which a chain under an identity mass could take long to reveal."""
+    """A dense starting mass from the Hessian H of the minibatch energy at θ. Where H is
+    positive definite (the energy is locally convex, as in generalised linear models), M = H: it
+    carries the posterior's correlations (e.g. of collinear predictors) into the first window,
+    which a chain under an identity mass could take long to reveal. Where it is not (a
+    network's start is typically a saddle), the eigenvectors of H describe the start and nothing
+    beyond it, and preconditioning along them sent chains far along directions that are stiff
+    elsewhere; M is then diagonal, M = |diag H| (floored at 10⁻⁶ of the largest entry), as for
+    the diagonal mass of :func:`hessian_diagonal_mass`."""
     flat, unravel = ravel_pytree(theta)
     hess = jax.jacfwd(lambda x: ravel_pytree(grad_fn(unravel(x)))[0])(flat)
-    eigval, eigvec = jnp.linalg.eigh(0.5 * (hess + hess.T))
-    eigval = jnp.abs(eigval)
-    eigval = jnp.maximum(eigval, 1e-6 * jnp.max(eigval) + 1e-30)
-    return DenseMass(eigvec / jnp.sqrt(eigval))
+    hess = 0.5 * (hess + hess.T)
+    eigval, eigvec = jnp.linalg.eigh(hess)
+    convex = eigval[0] > 1e-6 * eigval[-1]
+    eigval = jnp.maximum(eigval, 1e-6 * jnp.max(jnp.abs(eigval)) + 1e-30)
+    diag = jnp.abs(jnp.diagonal(hess))
+    diag = jnp.maximum(diag, 1e-6 * jnp.max(diag) + 1e-30)
+    return DenseMass(jnp.where(convex, eigvec / jnp.sqrt(eigval), jnp.diag(1.0 / jnp.sqrt(diag))))
 
 
 def hessian_diagonal_mass(

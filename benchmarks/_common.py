@@ -22,11 +22,12 @@ BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 # ---------------------------------------------------------------------------- model
 def digits_data() -> tuple[np.ndarray, np.ndarray]:
-    """scikit-learn's digits: 1797 × 64 inputs scaled to [0, 1] (÷16), labels 0..9."""
-    from sklearn.datasets import load_digits
+    """scikit-learn's digits: 1797 × 64 inputs scaled to [0, 1] (÷16), labels 0..9 (read from
+    the bundled file, as ``load_digits`` reads it, without importing scikit-learn)."""
+    from bdl.data.sklearn_datasets import bundled_path
 
-    bunch = load_digits()
-    return (np.asarray(bunch.data, np.float32) / 16.0, np.asarray(bunch.target, np.int32))
+    table = np.loadtxt(bundled_path("digits.csv.gz"), delimiter=",")
+    return (np.asarray(table[:, :-1], np.float32) / 16.0, np.asarray(table[:, -1], np.int32))
 
 
 def digits_mlp(batch_size: int = 32, hidden: int = 100) -> Any:

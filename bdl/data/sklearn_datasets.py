@@ -8,19 +8,24 @@ JMLR 12:2825), originally from the UCI Machine Learning Repository:
 * diabetes: Efron, Hastie, Johnstone & Tibshirani (2004), "Least Angle Regression";
 * iris: Fisher (1936).
 
-Splits use ``sklearn.model_selection.train_test_split`` with ``random_state=seed``; the
-classification splits are stratified by label. Where features are standardised,
+Splits are those of ``sklearn.model_selection.train_test_split`` with ``random_state=seed``
+(drawn by :mod:`bdl.data.splits`, without importing scikit-learn); the classification splits are
+stratified by label. The digits are read from scikit-learn's bundled file directly, so that
+loading them does not import scikit-learn either. Where features are standardised,
 x' = (x − m) / s with the per-feature mean m and (population) standard deviation s of the
 *training* split, so no test information leaks into the preprocessing.
 """
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bdl.data.dataset import Dataset
+from bdl.data.splits import split_indices
 from bdl.utils import arguments
 from bdl.utils.arguments import number
 
@@ -32,12 +37,16 @@ def _split(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     number(test_fraction, "test_fraction", above=0.0, below=1.0)
     seed = arguments.seed(seed)
-    from sklearn.model_selection import train_test_split
+    train, test = split_indices(y, test_fraction, seed, stratify)
+    return x[train], x[test], y[train], y[test]
 
-    x_train, x_test, y_train, y_test = train_test_split(
-        x, y, test_size=test_fraction, random_state=seed, stratify=y if stratify else None
-    )
-    return x_train, x_test, y_train, y_test
+
+def bundled_path(name: str) -> Path:
+    """A data file shipped with scikit-learn, located without importing scikit-learn."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the bundled datasets need scikit-learn: pip install scikit-learn")
+    return Path(spec.submodule_search_locations[0]) / "datasets" / "data" / name
 
 
 def _standardize(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -105,11 +114,9 @@ def digits(test_fraction: float = 0.2, seed: int = 0, flatten: bool = True) -> D
     Pixels are scaled to [0, 1] by x = p / 16 (not standardised). ``flatten=True`` gives
     ``(n, 64)``; ``flatten=False`` gives ``(n, 8, 8, 1)`` (NHWC, for CNNs). Stratified split.
     """
-    from sklearn.datasets import load_digits
-
-    bunch = load_digits()
-    x = np.asarray(bunch.data, dtype=np.float32) / 16.0
-    y = np.asarray(bunch.target, dtype=np.int32)
+    table = np.loadtxt(bundled_path("digits.csv.gz"), delimiter=",")  # as load_digits reads it
+    x = np.asarray(table[:, :-1], dtype=np.float32) / 16.0
+    y = np.asarray(table[:, -1], dtype=np.int32)
     x_train, x_test, y_train, y_test = _split(x, y, test_fraction, seed, stratify=True)
     if not flatten:
         x_train, x_test = x_train.reshape(-1, 8, 8, 1), x_test.reshape(-1, 8, 8, 1)

@@ -1,8 +1,8 @@
 """An MLP on data drawn from an MLP prior (Wenzel et al. 2020, App. N), depth 1 to 3.
 
 The generating network: depth-``depth`` ReLU MLP with 10 units, He-normal weights, N(0, 0.05²)
-biases, 5-D standard normal inputs, 3 classes; n = 100 training and 10,000 test points. The model
-uses the same architecture and prior, so it is well specified.
+biases, 5-D standard normal inputs, 3 classes; ``n_train`` training points (default 100) and
+10,000 test points. The model uses the same architecture and prior, so it is well specified.
 """
 
 import flax.linen as nn
@@ -23,10 +23,22 @@ class MLP(nn.Module):
         return nn.Dense(self.classes)(x)
 
 
-def build(depth: int = 2, temperature: float = 1.0, n_test: int = 10_000) -> bdl.ModelSpec:
+def build(
+    depth: int = 2,
+    temperature: float = 1.0,
+    n_test: int = 10_000,
+    n_train: int = 100,
+    batch_size: int = 100,
+) -> bdl.ModelSpec:
     if depth not in (1, 2, 3):
         raise ValueError(f"depth must be 1, 2 or 3; got {depth}.")
-    data = mlp_prior_data(depth=depth, n_test=n_test, seed=0)
+    if not isinstance(n_train, int) or n_train < 1:
+        raise ValueError(f"n_train must be a positive integer; got {n_train!r}.")
+    if not isinstance(batch_size, int) or not 1 <= batch_size <= n_train:
+        raise ValueError(
+            f"batch_size must be an integer in [1, n_train={n_train}]; got {batch_size!r}."
+        )
+    data = mlp_prior_data(depth=depth, n_train=n_train, n_test=n_test, seed=0)
     model = bdl.Model(
         network=MLP(depth=depth),
         likelihood=bdl.Categorical(),
@@ -37,10 +49,10 @@ def build(depth: int = 2, temperature: float = 1.0, n_test: int = 10_000) -> bdl
     return bdl.ModelSpec(
         model,
         data,
-        batch_size=100,
+        batch_size=batch_size,
         kernels={"sghmc": {"step_size": 0.02, "friction": 5.0}, "sgld": {"step_size": 5e-4}},
         num_steps=20_000,
         burn_in=5_000,
         thin=20,
-        description=f"depth-{depth} MLP on prior-drawn data (n=100)",
+        description=f"depth-{depth} MLP on prior-drawn data (n={n_train})",
     )

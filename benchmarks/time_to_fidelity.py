@@ -1,0 +1,234 @@
+"""Time to fidelity: how long an exact SG-MCMC kernel takes to match NUTS's predictive.
+
+On the prior-data MLP (models/mlp_prior_data.py: depth 1–3, ``n_train`` training points,
+T = 1, minibatch 100), for each configuration it
+
+1. times NumPyro NUTS to a *trusted* reference (docs/design.md, *Validation*: 4 chains,
+   1,000 + 1,000 iterations, float64, function-space R̂ < 1.01 and bulk ESS ≥ 400; when the
+   gate refuses, warm-up and samples are doubled and the time of every attempt is counted);
+2. runs each exact kernel with its adapted defaults (``bdl.kernels.get(name)``, adaptation during
+   burn-in) for doubling budgets S = 500, 1000, 2000, … steps (burn-in S/2, 8 chains, about
+   100 draws per chain), and records the symmetrised predictive KL of its BMA to NUTS's BMA on
+   500 held-out inputs (Wenzel et al. 2020, App. O.3) and the wall time of the call.
+
+The time to a KL level is the wall time of the first budget whose draws reach it — an upper
+bound, since a budget is a whole run from the start (at most twice the shortest sufficient run).
+"Compile excluded" is the call's time once compiled (the fastest of two calls); "compile included"
+adds the kernel's one-off compile time (its first call minus its second, on the first budget).
+The goal (docs/design.md, *Performance targets*): the best kernel at KL ≤ 1e-3 in ≤ 0.01×
+NUTS's wall time at n = 10,000, compile included.
+
+    python benchmarks/time_to_fidelity.py [--depths 1 2 3] [--n 1000 10000]
+        [--kernels sgld sghmc sgnht] [--max-steps 128000] [--out FILE.json] [--plot FILE.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import environment, load_average
+
+import bdl
+from bdl.model_files import load_spec
+from bdl.validation.compare import predictive_per_sample
+from bdl.validation.reference import nuts_reference
+
+LEVELS = (1e-3, 1e-4)
+EVAL_INPUTS = 500
+FIRST_BUDGET = 500
+DRAWS_PER_CHAIN = 100
+
+
+def bma(target: Any, positions: Any) -> jax.Array:
+    """The BMA predictive probabilities on the first EVAL_INPUTS held-out inputs."""
+    return jnp.mean(predictive_per_sample(target, positions, EVAL_INPUTS), axis=0)
+
+
+def nuts_to_trusted(target: Any, attempts: int = 3) -> tuple[float, Any, dict]:
+    """Wall time of NUTS until its reference passes the trust gate (every attempt counted)."""
+    warmup = samples = 1_000
+    seconds = 0.0
+    for _ in range(attempts):
+        start = time.perf_counter()
+        ref = nuts_reference(
+            target,
+            num_warmup=warmup,
+            num_samples=samples,
+            space="function",
+            use_cache=False,
+            require_trusted=False,
+        )
+        seconds += time.perf_counter() - start
+        if ref.trusted:
+            break
+        warmup, samples = 2 * warmup, 2 * samples
+    gate = {
+        "trusted": bool(ref.trusted),
+        "max_rhat": ref.max_rhat,
+        "min_ess": ref.min_ess,
+        "warmup": warmup,
+        "samples": samples,
+    }
+    return seconds, ref.positions, gate
+
+
+def run_budget(target: Any, kernel: Any, steps: int, chains: int) -> tuple[float, Any]:
+    burn_in = steps // 2
+    thin = max(1, (steps - burn_in) // DRAWS_PER_CHAIN)
+    start = time.perf_counter()
+    s = bdl.sample(
+        target,
+        kernel,
+        num_steps=steps,
+        burn_in=burn_in,
+        thin=thin,
+        num_chains=chains,
+        seed=0,
+        progress=False,
+    )
+    jax.block_until_ready(s.positions)
+    return time.perf_counter() - start, s
+
+
+def kernel_curve(
+    target: Any, name: str, reference_bma: jax.Array, chains: int, max_steps: int
+) -> dict[str, Any]:
+    kernel = bdl.kernels.get(name)
+    budgets, seconds, kls, healthy = [], [], [], []
+    compile_s = None
+    steps = FIRST_BUDGET
+    while steps <= max_steps:
+        first, s = run_budget(target, kernel, steps, chains)
+        second, s = run_budget(target, kernel, steps, chains)
+        if compile_s is None:
+            compile_s = max(first - second, 0.0)
+        wall = min(first, second)
+        ok = ~np.asarray(s.diverged).reshape(-1)
+        kl = float("inf")
+        if ok.any():
+            kept = jax.tree.map(lambda a, keep=ok: a[keep], s.positions)
+            kl = float(bdl.metrics.symmetrised_kl(bma(target, kept), reference_bma))
+        budgets.append(steps)
+        seconds.append(wall)
+        kls.append(kl)
+        healthy.append(int(ok.sum()))
+        print(
+            f"    {name:6s} S={steps:7d}  {wall:7.2f} s  KL {kl:.2e}  healthy {ok.sum()}/{chains}",
+            flush=True,
+        )
+        if kl <= min(LEVELS):
+            break
+        steps *= 2
+    reached = {}
+    for level in LEVELS:
+        hit = next((i for i, kl in enumerate(kls) if kl <= level), None)
+        reached[f"{level:g}"] = (
+            None
+            if hit is None
+            else {"steps": budgets[hit], "excl": seconds[hit], "incl": seconds[hit] + compile_s}
+        )
+    return {
+        "budgets": budgets,
+        "seconds": seconds,
+        "kl": kls,
+        "healthy_chains": healthy,
+        "compile": compile_s,
+        "reached": reached,
+    }
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.6), squeeze=False)
+    for ax, r in zip(axes[0], results, strict=True):
+        for name, c in r["kernels"].items():
+            t = np.asarray(c["seconds"]) + c["compile"]
+            ax.loglog(t, c["kl"], "o-", label=name, ms=3)
+        ax.axvline(r["nuts_seconds"], color="k", ls="--", lw=1, label="NUTS (trusted)")
+        ax.axvline(0.01 * r["nuts_seconds"], color="grey", ls=":", lw=1, label="0.01 × NUTS")
+        for level in LEVELS:
+            ax.axhline(level, color="grey", lw=0.5)
+        ax.set_title(f"depth {r['depth']}, n = {r['n']:,}")
+        ax.set_xlabel("wall time, compile included (s)")
+        ax.set_ylabel("symmetrised KL to NUTS")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--depths", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--n", type=int, nargs="+", default=[1_000, 10_000])
+    parser.add_argument("--kernels", nargs="+", default=["sgld", "sghmc", "sgnht"])
+    parser.add_argument("--chains", type=int, default=8)
+    parser.add_argument("--max-steps", type=int, default=128_000)
+    parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
+    parser.add_argument("--plot", type=Path, default=None, help="write the KL-vs-time figure")
+    args = parser.parse_args()
+    print(environment(), flush=True)
+    results = []
+    for depth in args.depths:
+        for n in args.n:
+            spec = load_spec("mlp_prior_data", depth=depth, n_train=n, batch_size=min(n, 100))
+            target = spec.compile()
+            print(f"depth {depth}, n = {n:,}: NUTS ...", flush=True)
+            nuts_s, ref_positions, gate = nuts_to_trusted(target)
+            print(f"  NUTS {nuts_s:.1f} s, {gate}  ({load_average()})", flush=True)
+            reference_bma = bma(target, ref_positions)
+            r = {"depth": depth, "n": n, "nuts_seconds": nuts_s, "nuts_gate": gate, "kernels": {}}
+            for name in args.kernels:
+                r["kernels"][name] = kernel_curve(
+                    target, name, reference_bma, args.chains, args.max_steps
+                )
+            best = min(
+                (
+                    (c["reached"]["0.001"]["incl"], name)
+                    for name, c in r["kernels"].items()
+                    if c["reached"]["0.001"]
+                ),
+                default=None,
+            )
+            r["best"] = None if best is None else {"kernel": best[1], "ratio": best[0] / nuts_s}
+            print(f"  best at KL ≤ 1e-3: {r['best']}  ({load_average()})", flush=True)
+            results.append(r)
+            if args.out:
+                args.out.write_text(json.dumps(results, indent=1))
+    print(
+        "\n| depth | n | NUTS (s) | kernel | KL ≤ 1e-3: excl / incl (s) | ratio incl "
+        "| KL ≤ 1e-4 incl (s) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        for name, c in r["kernels"].items():
+            a, b = c["reached"]["0.001"], c["reached"]["0.0001"]
+            cell = "not reached" if a is None else f"{a['excl']:.2f} / {a['incl']:.2f}"
+            ratio = "—" if a is None else f"{a['incl'] / r['nuts_seconds']:.4f}"
+            cell4 = "not reached" if b is None else f"{b['incl']:.2f}"
+            print(
+                f"| {r['depth']} | {r['n']:,} | {r['nuts_seconds']:.1f} | {name} | {cell} | "
+                f"{ratio} | {cell4} |"
+            )
+    print(load_average())
+    if args.plot:
+        plot(results, args.plot)
+
+
+if __name__ == "__main__":
+    main()

@@ -306,3 +306,28 @@ def test_configurational_temperature_on_exact_gaussian_draws():
     report = temperature_report(position=theta, grad=grad, temperature=temperature, batch_ndim=1)
     assert set(report.groups) == {"b", "w"} and report.fraction_inside is None
     np.testing.assert_allclose(report.mean_configurational, np.mean(values["all"]), rtol=1e-5)
+
+
+def test_kinetic_temperature_takes_a_collected_layerwise_mass():
+    """A layerwise mass collected with each draw (one value per leaf and draw, shaped like the
+    batch) gives T̂_K = mean(r²)/m per draw, as the same mass broadcast by hand."""
+    rng = np.random.default_rng(11)
+    draws = 6
+    mass = {"w": rng.uniform(0.5, 2.0, draws), "b": rng.uniform(0.5, 2.0, draws)}
+    momentum = {
+        "w": rng.normal(size=(draws, 4, 3)) * np.sqrt(mass["w"])[:, None, None],
+        "b": rng.normal(size=(draws, 3)) * np.sqrt(mass["b"])[:, None],
+    }
+    values = kinetic_temperature(momentum, mass, batch_ndim=1)
+    for name in ("w", "b"):
+        r, m = momentum[name], mass[name]
+        expected = np.mean(r.reshape(draws, -1) ** 2, axis=1) / m
+        np.testing.assert_allclose(np.asarray(values[name]), expected, rtol=1e-5)
+    # a shared θ-shaped mass whose shape happens to be the batch's is still read as θ-shaped
+    shared = {"w": rng.uniform(0.5, 2.0, (4, 3)), "b": rng.uniform(0.5, 2.0, draws)[:3]}
+    values = kinetic_temperature(momentum, shared, batch_ndim=1)
+    np.testing.assert_allclose(
+        np.asarray(values["w"]),
+        np.mean((momentum["w"] ** 2 / shared["w"]).reshape(draws, -1), axis=1),
+        rtol=1e-5,
+    )

@@ -145,6 +145,17 @@ def _mass_leaves(momentum: PyTree, mass: PyTree) -> list[Any]:
     return jax.tree.leaves(mass)
 
 
+def _align_mass(mass: Any, momentum: jax.Array, batch_ndim: int) -> jax.Array:
+    """A mass leaf that broadcasts against its momentum leaf: one value per batch entry (a
+    layerwise mass collected with each draw, shaped ``batch``) gains the parameter axes."""
+    m = jnp.asarray(mass, dtype=jnp.result_type(momentum))
+    batch = momentum.shape[:batch_ndim]
+    trailing = momentum.shape[momentum.ndim - m.ndim :] if m.ndim else ()
+    if batch_ndim and m.shape == batch and momentum.ndim > batch_ndim and m.shape != trailing:
+        m = m.reshape(m.shape + (1,) * (momentum.ndim - batch_ndim))
+    return m
+
+
 def kinetic_temperature(
     momentum: PyTree, mass: PyTree = 1.0, *, groups: Groups = None, batch_ndim: int = 0
 ) -> dict[str, jax.Array]:
@@ -154,7 +165,8 @@ def kinetic_temperature(
         momentum: the momentum r, a pytree (leaves shaped ``(*batch, *param_shape)``).
         mass: the diagonal mass M: a scalar, or a pytree like ``momentum`` whose leaves broadcast
             against the momentum's (scalars per leaf for a layerwise preconditioner, θ-shaped
-            arrays for an elementwise one).
+            arrays for an elementwise one), or one value per leaf and batch entry (shaped
+            ``batch``, as a layerwise mass collected with each draw).
         groups: ``None`` (one group per leaf, named by path) or ``{name: regex}``.
         batch_ndim: leading axes that index states rather than parameters.
 
@@ -164,7 +176,7 @@ def kinetic_temperature(
     r_leaves = jax.tree.leaves(momentum)
     m_leaves = _mass_leaves(momentum, mass)
     sums = [
-        _sum_params(jnp.square(r) / jnp.asarray(m, dtype=jnp.result_type(r)), batch_ndim)
+        _sum_params(jnp.square(r) / _align_mass(m, r, batch_ndim), batch_ndim)
         for r, m in zip(r_leaves, m_leaves, strict=True)
     ]
     sizes = [_param_size(r, batch_ndim) for r in r_leaves]

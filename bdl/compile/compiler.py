@@ -20,7 +20,7 @@ from bdl.compile.checks import (
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.compiled_potential import CompiledPotential
 from bdl.dsl.model import Model
-from bdl.dsl.network import make_adapter
+from bdl.dsl.network import NetworkStateError, make_adapter
 from bdl.dsl.potential import Potential
 from bdl.dsl.priors import LeafInfo
 from bdl.dsl.temperature import as_schedule
@@ -104,6 +104,8 @@ def compile(
             batched=model.batched,
             key=jax.random.key(seed),
         )
+    except NetworkStateError:
+        raise
     except Exception as err:  # e.g. a linen module whose initialisation rejects the inputs
         raise ValueError(
             f"the network cannot be initialised on inputs of shape {x.shape[1:]} (per example): "

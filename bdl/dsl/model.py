@@ -14,7 +14,7 @@ import jax
 
 from bdl.augment.base import Augmentation, as_augmentation
 from bdl.dsl.likelihoods import Likelihood
-from bdl.dsl.network import describe_network
+from bdl.dsl.network import check_normalisation, describe_network
 from bdl.dsl.priors import Normal, Prior, as_prior
 from bdl.dsl.temperature import TemperatureLike, check_temperature
 from bdl.utils.arguments import shown
@@ -55,6 +55,7 @@ class Model:
 
     def __post_init__(self) -> None:
         flavour = describe_network(self.network)
+        check_normalisation(self.network)
         if flavour == "function" and self.params is None:
             raise ValueError(
                 "Model(params=...) is required when network is a plain function f(params, x): "

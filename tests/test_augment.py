@@ -301,3 +301,14 @@ def test_augmented_minibatch_gradient_is_unbiased_for_the_jensen_energy(signals)
     z = (grads.mean(axis=0) - exact) / se
     assert np.max(np.abs(z)) < bound
     assert np.max(np.abs((grads.mean(axis=0) - plain) / se)) > 2 * bound
+
+
+def test_validate_refuses_an_augmented_model(signals) -> None:
+    compiled = bdl.compile(
+        bdl.Model(Linear(), bdl.Categorical(), augment=augment.random_shift(2)),
+        signals,
+        batch_size=16,
+    )
+    kernel = bdl.kernels.get("sghmc", learning_rate=0.01, momentum=0.9)
+    with pytest.raises(ValueError, match="Jensen posterior.*without augment="):
+        bdl.validate(compiled, kernel, num_steps=10)

@@ -42,7 +42,7 @@ _EXPORTS: dict[str, str] = {
     "sample": "bdl.sampling",
     "validate": "bdl.validation",
 }
-_SUBMODULES = ("diagnostics", "kernels", "metrics")
+_SUBMODULES = ("augment", "diagnostics", "kernels", "layers", "metrics")
 
 __all__ = [
     "Bernoulli",
@@ -63,10 +63,12 @@ __all__ = [
     "Prior",
     "Samples",
     "StudentT",
+    "augment",
     "compile",
     "diagnostics",
     "enable_compilation_cache",
     "kernels",
+    "layers",
     "linear_ramp",
     "load_samples",
     "metrics",
@@ -100,7 +102,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and editors see
-    from bdl import diagnostics, kernels, metrics
+    from bdl import augment, diagnostics, kernels, layers, metrics
     from bdl.compilation_cache import enable_compilation_cache
     from bdl.compile import CompiledModel, CompiledPotential
     from bdl.compile.compiler import compile

@@ -20,6 +20,7 @@ from bdl.data.synthetic_energies import TWO_MODE_MEANS, TWO_MODE_VARIANCES
 
 ALL_NAMES = {
     "mnist",
+    "mnist1d",
     "fashion_mnist",
     "cifar10",
     "cifar100",
@@ -31,7 +32,8 @@ ALL_NAMES = {
     "mlp_prior_data",
     "linear_regression",
 }
-OFFLINE_NAMES = sorted(ALL_NAMES - {"mnist", "fashion_mnist", "cifar10", "cifar100"})
+# mnist1d is generated offline but tested on its own below (it writes a cache file)
+OFFLINE_NAMES = sorted(ALL_NAMES - {"mnist", "mnist1d", "fashion_mnist", "cifar10", "cifar100"})
 
 # Compiled once: op-by-op (eager) JAX compiles every primitive, which is slow on 2 cores.
 two_mode = jax.jit(data.two_mode_log_density)
@@ -377,3 +379,61 @@ def test_random_gaussians() -> None:
     assert mean.shape == (10,) and cov.shape == (10, 10)
     np.testing.assert_array_equal(cov, jnp.diag(jnp.diag(cov)))
     assert np.all((np.diag(cov) >= 0.1 - 1e-6) & (np.diag(cov) <= 1.0 + 1e-6))
+
+
+# ---------------------------------------------------------------------------------------------
+# MNIST-1D
+# ---------------------------------------------------------------------------------------------
+
+
+def test_mnist1d_default_split_shapes_and_balance(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("BDL_CACHE_DIR", str(tmp_path))
+    ds = data.load("mnist1d")
+    assert ds.name == "mnist1d" and ds.num_classes == 10
+    assert ds.x_train.shape == (4000, 40) and ds.x_test.shape == (1000, 40)
+    assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int32
+    # 500 examples of each class in all, shuffled before the split
+    counts = np.bincount(np.concatenate([ds.y_train, ds.y_test]), minlength=10)
+    np.testing.assert_array_equal(counts, np.full(10, 500))
+    # the generator standardises the whole set: global mean 0, standard deviation 1
+    both = np.concatenate([ds.x_train, ds.x_test]).astype(np.float64)
+    assert abs(both.mean()) < 1e-5 and abs(both.std() - 1) < 1e-5
+    cached = list((tmp_path / "data").glob("mnist1d-*.npz"))
+    assert len(cached) == 1
+    _assert_same(ds, data.mnist1d())  # read back from the cache: identical arrays
+
+
+def test_mnist1d_deterministic_by_seed_and_cache_equals_generation(tmp_path) -> None:
+    fresh = data.mnist1d(seed=7, num_samples=200, cache=False)
+    _assert_same(fresh, data.mnist1d(seed=7, num_samples=200, cache=False))
+    _assert_same(fresh, data.mnist1d(seed=7, num_samples=200, cache=tmp_path))  # generated
+    _assert_same(fresh, data.mnist1d(seed=7, num_samples=200, cache=tmp_path))  # read back
+    other = data.mnist1d(seed=8, num_samples=200, cache=False)
+    assert not np.array_equal(fresh.x_train, other.x_train)
+    assert fresh.x_train.shape == (160, 40) and fresh.x_test.shape == (40, 40)
+
+
+def test_mnist1d_leaves_global_random_state_alone() -> None:
+    import random
+
+    np.random.seed(123)
+    random.seed(123)
+    expected_np, expected_py = np.random.rand(), random.random()
+    np.random.seed(123)
+    random.seed(123)
+    data.mnist1d(seed=1, num_samples=100, cache=False)
+    assert np.random.rand() == expected_np and random.random() == expected_py
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"num_samples": 105}, ValueError, "num_samples must be a multiple of 10"),
+        ({"train_split": 1.0}, ValueError, "train_split"),
+        ({"seed": -1}, ValueError, "seed"),
+        ({"cache": 3}, TypeError, "cache must be True, False or a directory"),
+    ],
+)
+def test_mnist1d_bad_arguments(kwargs, error, match) -> None:
+    with pytest.raises(error, match=match):
+        data.mnist1d(**kwargs)

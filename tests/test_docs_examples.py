@@ -22,6 +22,7 @@ RUNNABLE_DOCS = (
     "docs/sampling.md",
     "docs/saving.md",
     "docs/data.md",
+    "docs/augmentation.md",
     "docs/architecture.md",
     "docs/troubleshooting.md",
 )

@@ -17,6 +17,7 @@ import numpy as np
 import optax
 from numpyro.distributions.transforms import biject_to
 
+from bdl.augment.base import Augmentation, augment_batch
 from bdl.compile.batching import BatchState, init_batch_state, next_indices
 from bdl.compile.positions import broadcast_position
 from bdl.compile.target import Target
@@ -46,6 +47,7 @@ class CompiledModel(Target):
     leaf_priors: tuple[LeafPrior, ...] = eqx.field(static=True)
     net_treedef: Any = eqx.field(static=True)
     temperature_schedule: Callable[[jax.Array], jax.Array] = eqx.field(static=True)
+    augment: Augmentation | None = eqx.field(static=True, default=None)
 
     #: the named starts of :meth:`init_positions`
     INITS: ClassVar[tuple[str, ...]] = ("auto", "network", "perturbed", "map", "prior", "fixed")
@@ -149,16 +151,29 @@ class CompiledModel(Target):
     def next_batch(
         self, stream: BatchState, step: jax.Array
     ) -> tuple[tuple[jax.Array, jax.Array], BatchState]:
+        """The minibatch of global step ``step``, augmented when the model declares
+        an augmentation (with the chain's augmentation keys, :func:`bdl.augment.augment_batch`):
+        every gradient of one step sees the same augmented examples."""
         if self.batch_size == self.n:  # full batch: the data as they are, no shuffle, no gather
-            return (self.x_train, self.y_train), stream
-        idx, stream = next_indices(stream, step, self.n, self.batch_size)
-        return (self.x_train[idx], self.y_train[idx]), stream
+            x, y = self.x_train, self.y_train
+        else:
+            idx, stream = next_indices(stream, step, self.n, self.batch_size)
+            x, y = self.x_train[idx], self.y_train[idx]
+        if self.augment is not None:
+            x = augment_batch(self.augment, stream.key, step, x)
+        return (x, y), stream
 
     def epoch_batches(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """All n // B minibatches of one epoch, stacked: shapes (n // B, B, ...)."""
+        """All n // B minibatches of one epoch, stacked: shapes (n // B, B, ...), augmented
+        when the model declares an augmentation."""
         perm = jax.random.permutation(key, self.n)[: self.num_batches * self.batch_size]
         idx = perm.reshape(self.num_batches, self.batch_size)
-        return self.x_train[idx], self.y_train[idx]
+        x, y = self.x_train[idx], self.y_train[idx]
+        if self.augment is not None:
+            x = jax.vmap(lambda b, xb: augment_batch(self.augment, key, b, xb))(
+                jnp.arange(self.num_batches), x
+            )
+        return x, y
 
     # ---------------------------------------------------------------- temperature
     def temperature(self, step: jax.Array) -> jax.Array:

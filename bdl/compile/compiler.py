@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bdl.augment.base import as_augmentation, check_augmentation
 from bdl.compile.checks import (
     as_dataset,
     check_batch_size,
@@ -19,7 +20,7 @@ from bdl.compile.checks import (
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.compiled_potential import CompiledPotential
 from bdl.dsl.model import Model
-from bdl.dsl.network import make_adapter
+from bdl.dsl.network import NetworkStateError, make_adapter
 from bdl.dsl.potential import Potential
 from bdl.dsl.priors import LeafInfo
 from bdl.dsl.temperature import as_schedule
@@ -33,6 +34,7 @@ def compile(
     *,
     batch_size: int | None = None,
     seed: int = 0,
+    augment: Any = None,
 ) -> CompiledModel | CompiledPotential:
     """Compile a declaration into pure JAX functions (energy, stochastic gradient, predictive…).
 
@@ -41,6 +43,8 @@ def compile(
         data: a :class:`bdl.data.Dataset` or a tuple ``(x, y)`` / ``(x, y, x_test, y_test)``.
         batch_size: minibatch size B, 1 ≤ B ≤ n; ``None`` uses full-batch gradients.
         seed: seed of the network's first initialisation.
+        augment: data augmentation of the minibatches, ``augment(key, x) -> x`` on one example
+            (:mod:`bdl.augment`), when the model does not declare one itself.
 
     All checks (shapes, labels, NaN/inf, batch size, output shape vs likelihood) run here, before
     anything is compiled, and raise ``ValueError``/``TypeError`` naming the argument.
@@ -49,6 +53,8 @@ def compile(
     if isinstance(model, Potential):
         if data is not None:
             raise ValueError("compile(potential, data=...): a Potential takes no data.")
+        if augment is not None:
+            raise ValueError("compile(potential, augment=...): a Potential has no data to augment.")
         init = model.init
         start = init(jax.random.key(seed)) if callable(init) else init
         check_potential(model, start)
@@ -66,6 +72,13 @@ def compile(
     if data is None:
         raise ValueError("compile(model, data=...): a Model needs training data.")
 
+    augment = as_augmentation(augment, "compile(augment=...)")
+    if augment is not None and model.augment is not None:
+        raise ValueError(
+            "compile(augment=...) was given for a model that declares its own augmentation "
+            f"(Model(augment={model.augment!r})); give it in one place only."
+        )
+    augment = model.augment if augment is None else augment
     dataset = as_dataset(data)
     check_data(dataset)
     n = dataset.n
@@ -79,6 +92,8 @@ def compile(
             "has non-integer values."
         )
 
+    if augment is not None:
+        check_augmentation(augment, x[0], "augment")
     if model.params is not None and not callable(model.params):
         check_params(model.params)
     try:
@@ -89,6 +104,8 @@ def compile(
             batched=model.batched,
             key=jax.random.key(seed),
         )
+    except NetworkStateError:
+        raise
     except Exception as err:  # e.g. a linen module whose initialisation rejects the inputs
         raise ValueError(
             f"the network cannot be initialised on inputs of shape {x.shape[1:]} (per example): "
@@ -135,6 +152,7 @@ def compile(
         leaf_priors=priors,
         net_treedef=treedef,
         temperature_schedule=as_schedule(model.temperature),
+        augment=augment,
     )
     position = compiled.unconstrain(adapter.params)
     return _replace_initial(compiled, position)

@@ -8,8 +8,9 @@ dataset up by name (see :func:`names`)::
     ds = data.load("mnist", data_dir="/data/tensorflow_datasets")
 
 Nothing is ever downloaded: TFDS datasets must be prepared beforehand (see
-:class:`DatasetNotPreparedError`); the scikit-learn datasets ship with scikit-learn. Heavy
-dependencies (TFDS, scikit-learn) are imported only when their loaders are called.
+:class:`DatasetNotPreparedError`); the scikit-learn datasets ship with scikit-learn; MNIST-1D is
+generated. Heavy dependencies (TFDS, scikit-learn, mnist1d) are imported only when their loaders
+are called.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bdl.data.dataset import Dataset
+from bdl.data.mnist1d_data import mnist1d
 from bdl.data.sklearn_datasets import breast_cancer, diabetes, digits, iris
 from bdl.data.synthetic import (
     MLPNetwork,
@@ -72,6 +74,7 @@ __all__ = [
     "mlp_prior_data",
     "mlp_prior_network",
     "mnist",
+    "mnist1d",
     "names",
     "regression_1d_gap",
     "two_mode_log_density",
@@ -79,6 +82,7 @@ __all__ = [
 
 _REGISTRY: dict[str, Callable[..., Dataset]] = {
     "mnist": mnist,
+    "mnist1d": mnist1d,
     "fashion_mnist": fashion_mnist,
     "cifar10": cifar10,
     "cifar100": cifar100,

@@ -12,8 +12,9 @@ from typing import Any
 
 import jax
 
+from bdl.augment.base import Augmentation, as_augmentation
 from bdl.dsl.likelihoods import Likelihood
-from bdl.dsl.network import describe_network
+from bdl.dsl.network import check_normalisation, describe_network
 from bdl.dsl.priors import Normal, Prior, as_prior
 from bdl.dsl.temperature import TemperatureLike, check_temperature
 from bdl.utils.arguments import shown
@@ -36,6 +37,11 @@ class Model:
         batched: whether ``network`` maps a batch (default: ``False`` for Equinox modules, which
             act on single examples and are ``vmap``-ed, ``True`` otherwise).
         name: label used in reports and caches.
+        augment: data augmentation, a function ``augment(key, x) -> x`` on one example
+            (e.g. ``bdl.augment.random_crop(4)``), drawn afresh for every example of every
+            minibatch; the minibatch energy then estimates the Jensen-posterior energy
+            −Σ_i E_z[log p(y_i | a_z(x_i), θ)] − log p(θ) (Wenzel et al. 2020, App. K).
+            The full-data energy and the predictive are not augmented.
     """
 
     network: Any
@@ -45,9 +51,11 @@ class Model:
     params: PyTree | Callable[[jax.Array], PyTree] | None = None
     batched: bool | None = None
     name: str = "model"
+    augment: Augmentation | Callable[[jax.Array, jax.Array], jax.Array] | None = None
 
     def __post_init__(self) -> None:
         flavour = describe_network(self.network)
+        check_normalisation(self.network)
         if flavour == "function" and self.params is None:
             raise ValueError(
                 "Model(params=...) is required when network is a plain function f(params, x): "
@@ -65,5 +73,6 @@ class Model:
                 f"Model(batched=...) must be True, False or None (the flavour's default); got "
                 f"{shown(self.batched)}."
             )
+        object.__setattr__(self, "augment", as_augmentation(self.augment, "Model(augment=...)"))
         if not isinstance(self.name, str):
             raise TypeError(f"Model(name=...) must be a string; got {shown(self.name)}.")

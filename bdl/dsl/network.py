@@ -67,6 +67,39 @@ def describe_network(network: Any) -> Flavour:
     )
 
 
+class NetworkStateError(ValueError):
+    """The network keeps state besides its parameters (e.g. batch normalisation statistics)."""
+
+
+#: what to use instead of batch normalisation, and why (the error of :func:`check_normalisation`)
+_NORMALISATION_ADVICE = (
+    "Batch normalisation normalises with statistics of the current minibatch (or running "
+    "averages of past ones), so one example's output depends on which other examples share its "
+    "minibatch: the minibatch energy is then not an unbiased estimate of a full-data energy "
+    "U(θ), and the posterior exp(−U(θ)/T) is not a function of θ alone. Use a normalisation "
+    "computed from each example by itself: bdl.layers.FilterResponseNorm (filter response "
+    "normalisation with TLU, what Wenzel et al. 2020 use for their ResNet-20), "
+    "flax.linen.GroupNorm or flax.linen.LayerNorm (flax.nnx.GroupNorm / LayerNorm for nnx)."
+)
+
+
+def check_normalisation(network: Any) -> None:
+    """Reject a network that contains batch normalisation (Flax linen or nnx, Equinox)."""
+    found = None
+    if isinstance(network, nnx.Module):
+        found = next(
+            (type(m).__name__ for _, m in nnx.iter_graph(network) if isinstance(m, nnx.BatchNorm)),
+            None,
+        )
+    elif isinstance(network, eqx.Module):
+        leaves = jax.tree.leaves(network, is_leaf=lambda m: isinstance(m, eqx.nn.BatchNorm))
+        found = next((type(m).__name__ for m in leaves if isinstance(m, eqx.nn.BatchNorm)), None)
+    if found is not None:
+        raise NetworkStateError(
+            f"Model(network=...) contains {found} (batch normalisation). " + _NORMALISATION_ADVICE
+        )
+
+
 def make_adapter(
     network: Any,
     example_x: jax.Array,
@@ -98,8 +131,22 @@ def make_adapter(
             return fn
         return lambda p, x: jax.vmap(lambda xi: fn(p, xi))(x)
 
+    check_normalisation(network)
     if flavour == "linen":
         example = example_x if batched else example_x[0]
+        collections = jax.eval_shape(network.init, key, example)
+        others = sorted(set(collections) - {"params"})
+        if "batch_stats" in others:
+            raise NetworkStateError(
+                "Model(network=...) uses batch normalisation (variable collection "
+                "'batch_stats'). " + _NORMALISATION_ADVICE
+            )
+        if others:
+            raise NetworkStateError(
+                f"Model(network=...) keeps variable collection(s) {others} besides 'params'; bdl "
+                "samples the parameters only and carries no other state between steps, so the "
+                "network's output must be a function of its parameters and input alone."
+            )
 
         @jax.jit
         def linen_init(k: jax.Array) -> PyTree:

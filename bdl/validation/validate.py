@@ -181,6 +181,13 @@ def _check(
             "validate(kernel=...) must be a bdl kernel, e.g. "
             f"bdl.kernels.get('sghmc', step_size=1e-3); got {type(kernel).__name__}."
         )
+    if getattr(target, "augment", None) is not None:
+        raise ValueError(
+            f"validate() compares against NUTS on the full-data energy, which has no data "
+            f"augmentation, but this model augments its minibatches ({target.augment!r}): the "
+            "kernel targets the Jensen posterior of the augmented data, a different "
+            "distribution. Compile the model without augment= to validate the kernel."
+        )
     check_run(num_steps, burn_in, thin, num_chains)
     options = {"seed": seed, "init": init, "num_chains": num_chains, "progress": progress}
     check_start(target, kernel, options)

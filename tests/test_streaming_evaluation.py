@@ -336,3 +336,22 @@ def test_bad_streaming_arguments_are_refused_before_compiling(target, tmp_path):
     no_test = bdl.compile(model, (np.ones((8, 2), np.float32), np.ones(8, np.float32)))
     with pytest.raises(ValueError, match="no test split"):
         bdl.sample(no_test, kernel, num_steps=10, evaluate=True)
+
+
+def test_the_command_line_scores_streams_and_plots_without_keeping_draws(tmp_path, capsys):
+    from bdl.cli.main import main
+
+    out, draws, png = tmp_path / "run.npz", tmp_path / "draws", tmp_path / "bma.png"
+    args = ["sample", "linear_regression", "--kernel", "sgld", "--tuned", "--steps", "300"]
+    args += ["--burn-in", "100", "--thin", "2", "--chains", "2", "--no-keep-draws"]
+    args += ["--evaluate", "--stream-to", str(draws), "--curve", str(png), "--out", str(out)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "test BMA over 100 draws per chain (scored while sampling): rmse" in text
+    run = bdl.load_samples(out)
+    assert not run.kept_draws and run.num_draws == 0
+    assert run.evaluation.draws[-1] == 100
+    assert bdl.load_samples(draws).num_draws == 100
+    assert png.stat().st_size > 0
+    assert main(["sample", "linear_regression", "--kernel", "sgld", "--curve", "x.png"]) == 2
+    assert "add --evaluate" in capsys.readouterr().err

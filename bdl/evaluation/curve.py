@@ -170,6 +170,12 @@ def bma_curve(
             "bma_curve(draws=...) takes a Samples or the path of saved or streamed draws; got "
             f"{type(draws).__name__}."
         )
+    if not run.kept_draws and isinstance(draws, Samples):
+        raise ValueError(
+            "bma_curve: these Samples hold no draws (the run had keep_draws=False); its "
+            "evaluation while sampling is samples.evaluation, and draws it streamed are read "
+            "with bma_curve(target, DIR)."
+        )
     spec = RunningBMA() if evaluate is True else evaluate
     if not isinstance(spec, RunningBMA):
         raise TypeError(f"bma_curve(evaluate=...) takes True or a RunningBMA; got {evaluate!r}.")

@@ -163,8 +163,9 @@ def load_stream(directory: str | os.PathLike, *, like: Any = None) -> Samples:
     axis, the run's fields from the index."""
     run, _ = _index(Path(directory))
     parts = list(iter_parts(directory, like=like))
-    if not parts:
-        return run if like is None else load_samples(Path(directory) / INDEX, like=like)
+    if not parts:  # a run stopped before its first draw
+        run = run if like is None else load_samples(Path(directory) / INDEX, like=like)
+        return dataclasses.replace(run, kept_draws=True)
 
     def join(*a: np.ndarray) -> np.ndarray:
         return np.concatenate(a, axis=1)

@@ -17,7 +17,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bdl.evaluation.running import RunningBMA, final_metrics, update_chunk
+from bdl.evaluation.running import (
+    CLASSIFICATION_METRICS,
+    REGRESSION_METRICS,
+    RunningBMA,
+    final_metrics,
+    update_chunk,
+)
 
 #: draws per chain scored per call of the compiled update when reading kept draws
 READ_CHUNK = 64
@@ -62,12 +68,15 @@ class BMAEvaluation:
 
     @classmethod
     def from_dict(cls, tree: dict[str, Any]) -> BMAEvaluation:
+        """The inverse of :meth:`as_dict` (metrics in the order the running BMA gives them)."""
+        order = list(REGRESSION_METRICS if "rmse" in tree["metrics"] else CLASSIFICATION_METRICS)
+        names = sorted(tree["metrics"], key=lambda k: order.index(k) if k in order else len(order))
         return cls(
-            metrics={k: float(v) for k, v in tree["metrics"].items()},
+            metrics={k: float(tree["metrics"][k]) for k in names},
             draws=np.asarray(tree["draws"]),
             chains=np.asarray(tree["chains"]),
             steps=np.asarray(tree["steps"]),
-            curve={k: np.asarray(v) for k, v in tree["curve"].items()},
+            curve={k: np.asarray(tree["curve"][k]) for k in names},
             num_test=int(tree["num_test"]),
         )
 

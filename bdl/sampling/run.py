@@ -225,13 +225,13 @@ def sample(
         stream = StreamWriter(streaming.stream_to, checkpoint_every, written, loop.chunks)
         stream.write(None, index(loop), loop.chunks)  # a resumed stream lists the saved parts
 
-    def flush(loop: _Loop, final: Samples | None = None, interrupted: bool = False) -> _Loop:
+    def flush(loop: _Loop, interrupted: bool = False) -> _Loop:
         """Write the draws the stream has not written yet; without ``keep_draws``, drop them."""
         pending = _pending(loop, stream.written)
         part = None
         if pending:
             part = _assemble(pending, kernel, loop.t, interrupted, loop.chains, meta)
-        stream.write(part, final or index(loop, interrupted), loop.chunks)
+        stream.write(part, index(loop, interrupted), loop.chunks)
         if not streaming.keep_draws:
             loop = loop._replace(collected=())
         return loop

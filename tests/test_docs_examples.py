@@ -21,6 +21,7 @@ RUNNABLE_DOCS = (
     "docs/compiler.md",
     "docs/sampling.md",
     "docs/saving.md",
+    "docs/evaluation.md",
     "docs/data.md",
     "docs/augmentation.md",
     "docs/architecture.md",

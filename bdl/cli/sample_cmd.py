@@ -14,7 +14,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -72,6 +72,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "extend it)",
     )
     p.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="score the draws on the model's test split as they are produced: the BMA's "
+        "accuracy, NLL, ECE and Brier score (RMSE and NLL for a regressor) and its curve",
+    )
+    p.add_argument(
+        "--no-keep-draws",
+        action="store_true",
+        help="keep no draws in memory (implies --evaluate unless --stream-to is given): memory "
+        "does not grow with the number of draws",
+    )
+    p.add_argument(
+        "--stream-to",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write the draws to DIR part by part as they are produced (read back with "
+        "bdl.load_samples(DIR))",
+    )
+    p.add_argument(
+        "--curve",
+        type=Path,
+        default=None,
+        metavar="PNG",
+        help="with --evaluate: plot the test BMA against the number of draws into PNG",
+    )
+    p.add_argument(
         "--hyper",
         action="append",
         metavar="KEY=VALUE",
@@ -88,7 +115,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 #: what ``--checkpoint`` records of the command line, so that ``--resume`` can rebuild the run
 RUN_FILE = "command.json"
-_RECORDED = ("model", "kernel", "hyper", "option", "tuned", "chains", "seed", "burn_in", "thin")
+_RECORDED = (
+    "model",
+    "kernel",
+    "hyper",
+    "option",
+    "tuned",
+    "chains",
+    "seed",
+    "burn_in",
+    "thin",
+    "evaluate",
+    "no_keep_draws",
+    "stream_to",
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,9 +137,12 @@ def run(args: argparse.Namespace) -> int:
     from bdl.model_files import load_spec
     from bdl.sampling import check_output_path, sample
     from bdl.sampling import checkpoint as checkpoint_io
+    from bdl.sampling import stream as stream_io
 
     if args.out is not None:
         check_output_path(args.out)  # before any work: a bad --out must not cost the run
+    if args.curve is not None and args.curve.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise ValueError(f"--curve {args.curve}: give a .png, .pdf or .svg file name.")
     if args.resume is not None:
         resumed_command(args)
     elif args.model is None or args.kernel is None:
@@ -113,6 +156,12 @@ def run(args: argparse.Namespace) -> int:
                 f"--checkpoint {args.checkpoint} already holds a run; continue it with "
                 f"--resume {args.checkpoint}, or give an empty directory."
             )
+    if args.stream_to is not None:
+        args.stream_to = Path(args.stream_to)
+        stream_io.check_directory(args.stream_to, resuming=args.resume is not None)
+    args.evaluate = args.evaluate or (args.no_keep_draws and args.stream_to is None)
+    if args.curve is not None and not args.evaluate:
+        raise ValueError("--curve plots the test BMA scored while sampling; add --evaluate.")
     args.chains = 4 if args.chains is None else args.chains
     args.seed = 0 if args.seed is None else args.seed
     if not args.checkpoint_every >= 0:
@@ -152,12 +201,29 @@ def run(args: argparse.Namespace) -> int:
             checkpoint=args.checkpoint,
             checkpoint_every=args.checkpoint_every,
             resume=args.resume,
+            keep_draws=not args.no_keep_draws,
+            evaluate=args.evaluate,
+            stream_to=args.stream_to,
         )
     print(f"{samples} in {time.perf_counter() - start:.1f} s")
     if samples.interrupted:
         print(f"bdl sample: {interruption(samples, steps, burn_in)}", file=sys.stderr)
         if directory is not None:
             print(f"bdl sample: continue with: bdl sample --resume {directory}", file=sys.stderr)
+    if args.stream_to is not None:
+        print(f"draws streamed to {args.stream_to} (read with bdl.load_samples)")
+    if samples.evaluation is not None:
+        print(evaluation_line(samples.evaluation))
+        if args.curve is not None and samples.evaluation.draws.size:
+            save_curve(samples.evaluation, args.curve, f"{target.name}, {args.kernel}")
+            print(f"BMA curve plotted to {args.curve}")
+    if not samples.kept_draws:
+        if samples.adapted is not None:
+            print("adapted (per chain): " + adapted_line(samples.adapted))
+        if args.out is not None:
+            samples.save(args.out)
+            print(f"run (no draws) written to {args.out}")
+        return _status(samples)
     if samples.num_draws == 0:
         if not samples.interrupted:
             print("no draws were kept (every step was marked as a non-sample); run longer.")
@@ -169,6 +235,10 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         samples.save(args.out)
         print(f"draws written to {args.out}")
+    return _status(samples)
+
+
+def _status(samples: Samples) -> int:
     if samples.interrupted:
         return 130
     if np.any(samples.diverged):
@@ -177,11 +247,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def evaluation_line(evaluation: Any) -> str:
+    """The streamed BMA's final metrics and how many draws it averaged."""
+    draws = int(evaluation.draws[-1]) if evaluation.draws.size else 0
+    shown = "  ".join(f"{k} {v:.4f}" for k, v in evaluation.metrics.items())
+    return f"test BMA over {draws} draws per chain (scored while sampling): {shown}"
+
+
+def save_curve(evaluation: Any, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    axes = evaluation.plot()
+    axes[0].figure.suptitle(title)
+    axes[0].figure.tight_layout()
+    axes[0].figure.savefig(path)
+    plt.close(axes[0].figure)
+
+
 def record_command(
     args: argparse.Namespace, directory: Path, steps: int, burn_in: int, thin: int
 ) -> None:
     """Write what ``--resume`` needs to rebuild this run into the checkpoint directory."""
     record = {name: getattr(args, name) for name in _RECORDED}
+    record["stream_to"] = None if args.stream_to is None else str(args.stream_to)
     record.update(steps=steps, burn_in=burn_in, thin=thin, init=args.init)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RUN_FILE).write_text(json.dumps(record, indent=1))
@@ -207,6 +298,8 @@ def resumed_command(args: argparse.Namespace) -> None:
         )
     for name in (*_RECORDED, "init"):
         given, saved = getattr(args, name), record.get(name)
+        if name == "stream_to" and given is not None:
+            given = str(given)
         flag = "MODEL" if name == "model" else "--" + name.replace("_", "-")
         if given not in (None, False, []) and given != saved:
             raise ValueError(_conflict(flag, given, saved, args.resume))

@@ -190,19 +190,20 @@ class CompiledModel(Target):
         Classifiers return averaged class probabilities (n, K); regressors the predictive mean,
         shaped like the targets (a (n, 1) network output is squeezed for (n,) targets).
         """
+        return jnp.mean(jax.lax.map(lambda p: self.predictive_mean(p, x), positions), axis=0)
 
-        def one(position: PyTree) -> jax.Array:
-            net, lik = self.constrain(position)
-            out = self.adapter.apply(net, x)
-            if (
-                self.likelihood.task == "regression"
-                and out.ndim == self.y_train.ndim + 1
-                and out.shape[-1] == 1
-            ):
-                out = out[..., 0]  # (n, 1) outputs for (n,) targets: predict in y's shape
-            return self.likelihood.mean(out, lik)
-
-        return jnp.mean(jax.lax.map(one, positions), axis=0)
+    def predictive_mean(self, position: PyTree, x: jax.Array) -> jax.Array:
+        """E[y | x, θ] at one position: class probabilities (n, K) for classifiers, the mean in
+        the targets' shape for regressors."""
+        net, lik = self.constrain(position)
+        out = self.adapter.apply(net, x)
+        if (
+            self.likelihood.task == "regression"
+            and out.ndim == self.y_train.ndim + 1
+            and out.shape[-1] == 1
+        ):
+            out = out[..., 0]  # (n, 1) outputs for (n,) targets: predict in y's shape
+        return self.likelihood.mean(out, lik)
 
     def log_predictive(self, positions: PyTree, x: jax.Array, y: jax.Array) -> jax.Array:
         """Per-example log of the BMA predictive density, log (1/K) Σ_k p(y_i | x_i, θ_k)."""

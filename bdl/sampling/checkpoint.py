@@ -6,7 +6,10 @@ A checkpoint directory holds
   preconditioner statistics, minibatch streams, divergence status, adapted values and warm-up
   statistics), the step counter, how many draw parts belong to it, and a JSON header (format,
   bdl's version, the model's name, a fingerprint of the kernel, the run's settings);
-* ``draws-000001.npz``, …: the draws collected, one part per checkpoint, each written once.
+* ``draws-000001.npz``, …: the draws collected, one part per checkpoint, each written once
+  (none when the run does not keep its draws);
+* in ``state.npz`` too, when the run scores its draws as it goes, the running BMA's sums and
+  its curve so far (``e0000``, …).
 
 Every file is written under a temporary name and renamed into place (``os.replace`` is atomic),
 the state last, so a crash at any moment leaves the previous checkpoint readable: parts newer
@@ -39,12 +42,14 @@ _HEADER = "__header__"
 
 class Checkpoint(NamedTuple):
     """A checkpoint as read back: the carry's leaves (host arrays, keys as key data), the step
-    counter, the draw parts' leaves (one list per part) and the header."""
+    counter, the draw parts' leaves (one list per part), the header and the running
+    evaluation's arrays (empty when the run did not evaluate)."""
 
     carry: list[np.ndarray]
     step: int
     parts: list[list[np.ndarray]]
     header: dict[str, Any]
+    evaluation: tuple[np.ndarray, ...] = ()
 
 
 def fingerprint(kernel: Any) -> str:
@@ -112,14 +117,16 @@ def write(
     new_draws: list[np.ndarray] | None,
     parts: int,
     header: dict[str, Any],
+    evaluation: list[np.ndarray] | None = None,
 ) -> int:
-    """Write a checkpoint: a new draw part (when there are new draws), then the state. Returns
-    the number of parts the state now lists."""
+    """Write a checkpoint: a new draw part (when there are new draws), then the state (with the
+    running evaluation's arrays, if any). Returns the number of parts the state now lists."""
     directory.mkdir(parents=True, exist_ok=True)
     if new_draws is not None:
         parts += 1
         _write_atomic(_part(directory, parts), {f"a{i:04d}": a for i, a in enumerate(new_draws)})
     arrays = {f"a{i:04d}": a for i, a in enumerate(host_leaves(carry))}
+    arrays.update({f"e{i:04d}": np.asarray(a) for i, a in enumerate(evaluation or [])})
     full = {**header, "format": FORMAT, "step": int(step), "parts": parts}
     arrays[_HEADER] = _encode(full)
     _write_atomic(directory / STATE, arrays)
@@ -166,7 +173,8 @@ def read(directory: Path) -> Checkpoint:
             f"{header.get('bdl_version', '?')}; this bdl reads format {FORMAT} and older. "
             "Upgrade bdl to resume it."
         )
-    carry = [arrays[k] for k in sorted(arrays)]
+    carry = [arrays[k] for k in sorted(arrays) if k.startswith("a")]
+    evaluation = [arrays[k] for k in sorted(arrays) if k.startswith("e")]
     parts = []
     for k in range(1, int(header["parts"]) + 1):
         path = _part(directory, k)
@@ -177,7 +185,7 @@ def read(directory: Path) -> Checkpoint:
             )
         part = _read(path, "collected draws")
         parts.append([part[key] for key in sorted(part)])
-    return Checkpoint(carry, int(header["step"]), parts, header)
+    return Checkpoint(carry, int(header["step"]), parts, header, tuple(evaluation))
 
 
 def check_directory(directory: Any, name: str) -> Path:

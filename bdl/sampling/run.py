@@ -28,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from bdl.compile.target import Target
+from bdl.evaluation.curve import curve_rows, evaluation_result
+from bdl.evaluation.running import Accumulator, RunningBMA, final_metrics, update_chunk
 from bdl.kernels.base import Info, Kernel
 from bdl.kernels.blocks import DenseMass
 from bdl.kernels.recipe_kernel import RecipeState
@@ -38,6 +40,8 @@ from bdl.sampling.checks import check_run, check_schedules, check_start
 from bdl.sampling.progress import Progress
 from bdl.sampling.provenance import run_meta
 from bdl.sampling.samples import Samples
+from bdl.sampling.stream import StreamWriter
+from bdl.sampling.stream import check_directory as check_stream
 
 PyTree = Any
 _CHUNK_BYTES = 128 * 2**20  # host-transfer buffer per chunk
@@ -58,6 +62,9 @@ def sample(
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: float = 60.0,
     resume: str | os.PathLike | None = None,
+    keep_draws: bool | None = None,
+    evaluate: Any = None,
+    stream_to: str | os.PathLike | None = None,
 ) -> Samples:
     """Draw samples of ``target`` with ``kernel``.
 
@@ -78,6 +85,17 @@ def sample(
         resume: a checkpoint directory to continue from (and to go on checkpointing into);
             ``burn_in``, ``thin``, ``num_chains`` and ``seed`` are the checkpoint's, and giving
             a different value is an error. The draws are bitwise those of an uninterrupted run.
+        keep_draws: hold the draws in memory and return them (default ``True``; with
+            ``resume``, the checkpoint's). ``False`` keeps none: the run's memory does not grow
+            with the number of draws; score them with ``evaluate`` or write them with
+            ``stream_to``.
+        evaluate: score the draws on a test set as they are produced (docs/evaluation.md):
+            ``True`` for the model's test split, or a :class:`bdl.evaluation.RunningBMA`. The
+            result, ``samples.evaluation``, holds the BMA's metrics and the BMA-versus-draws
+            curve. With ``resume``, pass the same evaluation again.
+        stream_to: a directory to write the draws to, part by part, as they are produced
+            (:mod:`bdl.sampling.stream`; read back with ``bdl.load_samples(DIR)``). With
+            ``resume``, default the checkpoint's.
 
     Returns:
         :class:`Samples` with ``(chain, draw)`` axes. Ctrl-C (or SIGTERM) stops the run within
@@ -126,6 +144,9 @@ def sample(
     num_chains = 1 if num_chains is None else num_chains
     seed = 0 if seed is None else seed
     num_draws = check_run(num_steps, burn_in, thin, num_chains)
+    streaming = _streaming_settings(
+        saved, directory, keep_draws, evaluate, stream_to, target, num_chains
+    )
     if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int | float):
         raise TypeError(f"checkpoint_every must be seconds (a float); got {checkpoint_every!r}.")
     if not checkpoint_every >= 0:
@@ -145,7 +166,11 @@ def sample(
         seed=seed,
         init=init,
     )
-    header = {**meta, "kernel_fingerprint": checkpoint_io.fingerprint(kernel)}
+    header = {
+        **meta,
+        "kernel_fingerprint": checkpoint_io.fingerprint(kernel),
+        "streaming": streaming.record(),
+    }
     if saved is not None:
         _check_same_run(saved.header, header, directory)
 
@@ -173,7 +198,8 @@ def sample(
     cap = max(1, min(_MAX_CHUNK_DRAWS, _CHUNK_BYTES // max(draw_bytes, 1)))
     chunk = int(min(cap, 1 << (num_draws - 1).bit_length()))
 
-    loop = _Loop(chains, 0, ())
+    scoring = streaming.accumulator
+    loop = _Loop(chains, 0, (), None if scoring is None else scoring.init())
     parts = 0
     if saved is not None:
         out_shape = jax.eval_shape(
@@ -182,11 +208,57 @@ def sample(
         treedef = jax.tree.structure(out_shape)
         collected = tuple(jax.tree.unflatten(treedef, leaves) for leaves in saved.parts)
         restored = checkpoint_io.restore(chains, saved.carry, directory)
-        loop, parts = _Loop(restored, saved.step, collected), len(collected)
+        loop, parts = _Loop(restored, saved.step, collected, loop.bma), len(collected)
+        if scoring is not None:
+            loop = loop._replace(
+                bma=checkpoint_io.restore(loop.bma, saved.evaluation[:-1], directory),
+                curve=(saved.evaluation[-1],),
+            )
+        loop = loop._replace(chunks=len(collected))
+
+    def index(loop: _Loop, interrupted: bool = False) -> Samples:
+        return _assemble([], kernel, loop.t, interrupted, loop.chains, meta, kept=False)
+
+    stream = None
+    if streaming.stream_to is not None:
+        written = saved.header["streaming"]["stream_parts"] if saved is not None else 0
+        stream = StreamWriter(streaming.stream_to, checkpoint_every, written, loop.chunks)
+        stream.write(None, index(loop), loop.chunks)  # a resumed stream lists the saved parts
+
+    def flush(loop: _Loop, interrupted: bool = False) -> _Loop:
+        """Write the draws the stream has not written yet; without ``keep_draws``, drop them."""
+        pending = _pending(loop, stream.written)
+        part = None
+        if pending:
+            part = _assemble(pending, kernel, loop.t, interrupted, loop.chains, meta)
+        stream.write(part, index(loop, interrupted), loop.chunks)
+        if not streaming.keep_draws:
+            loop = loop._replace(collected=())
+        return loop
+
+    def checkpoint_extra(loop: _Loop) -> tuple[dict, list | None]:
+        extra = {
+            "streaming": {
+                **streaming.record(),
+                "stream_parts": None if stream is None else stream.parts,
+            }
+        }
+        if scoring is None:
+            return extra, None
+        return extra, [*checkpoint_io.host_leaves(loop.bma), _curve_array(loop, scoring)]
+
     writer = (
         None
         if directory is None
-        else _Checkpointer(directory, checkpoint_every, header, parts, len(loop.collected))
+        else _Checkpointer(
+            directory,
+            checkpoint_every,
+            header,
+            parts,
+            len(loop.collected),
+            streaming.keep_draws,
+            checkpoint_extra,
+        )
     )
 
     end = burn_in + num_draws * thin
@@ -195,20 +267,28 @@ def sample(
     sizer = _ChunkSizer((id(target), kernel.name, num_chains))
     meter = Progress(num_steps, progress, label=kernel.name, start=loop.t)
     interrupted = False
+    keep_host = streaming.keep_draws or stream is not None
     try:
         with _termination_as_interrupt():
             while loop.t < end:
                 loop = _advance(
                     target, kernel, loop, chain_keys, key_adapt, chunk, sizer,
-                    burn_in, thin, end, points, boundaries,
+                    burn_in, thin, end, points, boundaries, scoring, keep_host,
                 )  # fmt: skip
                 meter.update(loop.t)
+                if stream is not None and stream.due(_pending(loop, stream.written)):
+                    loop = flush(loop)
                 if writer is not None and writer.due():
+                    loop = flush(loop) if stream is not None else loop
                     writer.save(loop)
+            if stream is not None:
+                loop = flush(loop)
             if writer is not None:
                 writer.save(loop)
     except KeyboardInterrupt:
         interrupted = True
+        if stream is not None:
+            loop = flush(loop, interrupted=True)
         if writer is not None:
             writer.save(loop)
         warnings.warn(
@@ -218,7 +298,108 @@ def sample(
         )
     finally:
         meter.close(loop.t)
-    return _assemble(list(loop.collected), kernel, loop.t, interrupted, loop.chains, meta)
+    evaluation = None
+    if scoring is not None:
+        healthy = ~loop.chains.status.diverged
+        final = np.asarray(final_metrics(scoring, loop.bma, healthy))
+        evaluation = evaluation_result(scoring.names, loop.curve, final, scoring.n)
+    kept = list(loop.collected) if streaming.keep_draws else []
+    result = _assemble(
+        kept, kernel, loop.t, interrupted, loop.chains, meta, evaluation, streaming.keep_draws
+    )
+    if stream is not None:  # the index's last version: the final status and evaluation
+        last = _assemble([], kernel, loop.t, interrupted, loop.chains, meta, evaluation, False)
+        stream.write(None, last, loop.chunks)
+    return result
+
+
+def _pending(loop: _Loop, written: int) -> list:
+    """The chunks of draws (counted from the run's start) after the first ``written``."""
+    n = loop.chunks - written
+    return list(loop.collected[len(loop.collected) - n :]) if n > 0 else []
+
+
+def _curve_array(loop: _Loop, scoring: Accumulator) -> np.ndarray:
+    rows = [np.zeros((0, 3 + len(scoring.names)), np.float64), *loop.curve]
+    return np.concatenate(rows)
+
+
+class _Streaming(NamedTuple):
+    """What a run keeps of its draws and where: in memory, scored, written to a directory."""
+
+    keep_draws: bool
+    accumulator: Accumulator | None
+    stream_to: Path | None
+
+    def record(self) -> dict:
+        return {
+            "keep_draws": self.keep_draws,
+            "evaluate": None if self.accumulator is None else self.accumulator.fingerprint(),
+            "stream_to": None if self.stream_to is None else str(self.stream_to),
+        }
+
+
+def _streaming_settings(
+    saved: checkpoint_io.Checkpoint | None,
+    directory: Path | None,
+    keep_draws: Any,
+    evaluate: Any,
+    stream_to: Any,
+    target: Target,
+    num_chains: int,
+) -> _Streaming:
+    """``keep_draws``, ``evaluate`` and ``stream_to`` checked (before any compilation); a
+    resumed run takes the checkpoint's, and a different one is an error."""
+    was = (saved.header.get("streaming") if saved is not None else None) or {}
+    if saved is not None:
+        keep_draws = was.get("keep_draws", True) if keep_draws is None else keep_draws
+        if stream_to is None:
+            stream_to = was.get("stream_to")
+    keep_draws = True if keep_draws is None else keep_draws
+    if not isinstance(keep_draws, bool):
+        raise TypeError(f"keep_draws must be True or False; got {keep_draws!r}.")
+    if evaluate is None or evaluate is False:
+        spec = None
+    elif evaluate is True:
+        spec = RunningBMA()
+    elif isinstance(evaluate, RunningBMA):
+        spec = evaluate
+    else:
+        raise TypeError(
+            "evaluate must be True (the model's test split) or a "
+            f"bdl.evaluation.RunningBMA(x, y, batch_size=...); got {type(evaluate).__name__}."
+        )
+    accumulator = None if spec is None else spec.bind(target, num_chains)
+    path = None if stream_to is None else check_stream(stream_to, resuming=saved is not None)
+    if not keep_draws and spec is None and path is None:
+        raise ValueError(
+            "keep_draws=False keeps no draws, so the run would leave nothing: pass evaluate=True "
+            "to score them on the test set as they are produced, or stream_to=DIR to write them "
+            "to disk."
+        )
+    streaming = _Streaming(keep_draws, accumulator, path)
+    if saved is not None:
+        now = streaming.record()
+        for name in ("keep_draws", "evaluate", "stream_to"):
+            before = was.get(name, True if name == "keep_draws" else None)
+            if before != now[name]:
+                hint = (
+                    "pass the same evaluate= (test data and settings) again"
+                    if name == "evaluate"
+                    else f"leave {name} out"
+                )
+                raise ValueError(
+                    f"resume: the run in {directory} was started with {name}="
+                    f"{_shown(name, before)}, not {_shown(name, now[name])}; {hint} to go on "
+                    "with it."
+                )
+    return streaming
+
+
+def _shown(name: str, value: Any) -> str:
+    if name == "evaluate":
+        return "None" if value is None else "an evaluation of other test data or settings"
+    return repr(value)
 
 
 class _Loop(NamedTuple):
@@ -228,6 +409,9 @@ class _Loop(NamedTuple):
     chains: Any
     t: int
     collected: tuple
+    bma: Any = None  # the running BMA's sums (on the device), when evaluating
+    curve: tuple = ()  # its curve points, one host array per chunk of draws
+    chunks: int = 0  # chunks of draws produced since the run's start
 
 
 def _advance(
@@ -243,6 +427,8 @@ def _advance(
     end: int,
     points: dict[int, tuple[bool, bool, bool]],
     boundaries: list[int],
+    scoring: Accumulator | None = None,
+    keep_host: bool = True,
 ) -> _Loop:
     """One call of the compiled loop, about :data:`_ChunkSizer.TARGET_SECONDS` long: burn-in up
     to the next adaptation point (where warm-up then adapts), or whole draws, or part of a draw
@@ -267,7 +453,7 @@ def _advance(
                 target, kernel, chains, k_adapt, new_mass, window_end, final, *_ints(stop)
             )
             jax.block_until_ready(chains)
-        return _Loop(chains, t + n, loop.collected)
+        return loop._replace(chains=chains, t=t + n)
     to_boundary = thin - (t - burn_in) % thin
     if to_boundary == thin and thin <= budget:
         draws, steps = min(budget // thin, chunk, (end - t) // thin), thin
@@ -277,13 +463,25 @@ def _advance(
         target, kernel, loop.chains, chain_keys, *_ints(t, draws, steps), chunk
     )
     chains = _located(target, kernel, loop.chains, chains, chain_keys, steps, chunk)
-    collected = loop.collected
+    collected, bma, curve, chunks = loop.collected, loop.bma, loop.curve, loop.chunks
     if steps == to_boundary:  # the last step of a draw was run
-        out = jax.device_get(jax.tree.map(lambda a: a[:draws], out))
-        collected = (*collected, out)
+        records, _, mask, recorded_steps = out
+        if scoring is not None:  # scored on the device: the draws need not leave it
+            status = chains.status
+            bma, rows = update_chunk(
+                scoring, bma, records["position"], mask, recorded_steps, status.diverged,
+                status.step, jnp.asarray(draws, jnp.int32),
+            )  # fmt: skip
+            host_mask, host_steps = jax.device_get((mask[:draws], recorded_steps[:draws]))
+            rows = np.asarray(jax.device_get(rows))[:draws]
+            curve = (*curve, curve_rows(rows, host_steps, host_mask))
+        if keep_host:
+            out = jax.device_get(jax.tree.map(lambda a: a[:draws], out))
+            collected = (*collected, out)
+        chunks += 1
     jax.block_until_ready(chains)
     sizer.record(draws * steps, time.perf_counter() - started)
-    return _Loop(chains, t + draws * steps, collected)
+    return _Loop(chains, t + draws * steps, collected, bma, curve, chunks)
 
 
 class _ChunkSizer:
@@ -316,27 +514,39 @@ class _ChunkSizer:
 
 class _Checkpointer:
     """Writes the loop's state to a checkpoint directory (:mod:`bdl.sampling.checkpoint`) at
-    most every ``every`` seconds, with the draws collected since the last write as a new part."""
+    most every ``every`` seconds, with the draws collected since the last write as a new part
+    (when the run keeps its draws) and what ``extra(loop)`` adds: header entries and the
+    running evaluation's arrays."""
 
     def __init__(
-        self, directory: Path, every: float, header: dict, parts: int, written: int
+        self,
+        directory: Path,
+        every: float,
+        header: dict,
+        parts: int,
+        written: int,
+        keep_draws: bool = True,
+        extra: Callable[[_Loop], tuple[dict, list | None]] | None = None,
     ) -> None:
         self.directory, self.every, self.header = directory, every, header
         self.parts, self.written = parts, written
+        self.keep_draws, self.extra = keep_draws, extra
         self.last = time.perf_counter()
 
     def due(self) -> bool:
         return time.perf_counter() - self.last >= self.every
 
     def save(self, loop: _Loop) -> None:
-        new = loop.collected[self.written :]
+        new = loop.collected[self.written :] if self.keep_draws else ()
         leaves = None
         if new:
             merged = jax.tree.map(lambda *a: np.concatenate(a, axis=0), *new)
             leaves = checkpoint_io.host_leaves(merged)
+        header, evaluation = self.extra(loop) if self.extra is not None else ({}, None)
         self.parts = checkpoint_io.write(
-            self.directory, loop.chains, loop.t, leaves, self.parts, self.header
-        )
+            self.directory, loop.chains, loop.t, leaves, self.parts, {**self.header, **header},
+            evaluation,
+        )  # fmt: skip
         self.written = len(loop.collected)
         self.last = time.perf_counter()
 
@@ -732,6 +942,8 @@ def _assemble(
     interrupted: bool,
     chains: Chains,
     meta: dict[str, Any],
+    evaluation: Any = None,
+    kept: bool = True,
 ) -> Samples:
     collect = jax.vmap(warmup.apply(kernel, ()).collect)
     if collected:
@@ -774,4 +986,6 @@ def _assemble(
         divergence_step=np.asarray(status.step, np.int64),
         adapted=adapted,
         meta=meta,
+        evaluation=evaluation,
+        kept_draws=kept,
     )

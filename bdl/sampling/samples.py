@@ -37,6 +37,12 @@ class Samples:
         meta: where the draws came from, JSON-able: the model's name, the kernel
             (:func:`bdl.kernels.describe`), bdl's version and the run's settings
             (:func:`bdl.sampling.provenance.run_meta`); empty for draws assembled by hand.
+        evaluation: the test-set BMA scored while sampling (``bdl.sample(..., evaluate=...)``):
+            a :class:`bdl.evaluation.BMAEvaluation` with the final metrics and the
+            BMA-versus-draws curve; ``None`` when the run did not evaluate.
+        kept_draws: whether the draws are held here; ``False`` for a run with
+            ``keep_draws=False``, whose per-draw fields are empty (no draws) while the run's
+            fields (``steps_done``, ``diverged``, ``adapted``, ``evaluation``) are complete.
     """
 
     positions: PyTree
@@ -50,6 +56,8 @@ class Samples:
     divergence_step: np.ndarray | None = None
     adapted: dict[str, Any] | None = None
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    evaluation: Any = None
+    kept_draws: bool = True
 
     def __post_init__(self) -> None:
         if self.diverged is None:
@@ -143,7 +151,8 @@ class Samples:
         state = ", interrupted" if self.interrupted else ""
         if np.any(self.diverged):
             state += f", diverged={np.flatnonzero(self.diverged).tolist()}"
+        draws = self.num_draws if self.kept_draws else "not kept"
         return (
             f"Samples(kernel={self.kernel!r}, chains={self.num_chains}, "
-            f"draws={self.num_draws}, steps_done={self.steps_done}{state})"
+            f"draws={draws}, steps_done={self.steps_done}{state})"
         )

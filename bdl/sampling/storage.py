@@ -111,7 +111,9 @@ def load_samples(path: str | os.PathLike, *, like: PyTree | None = None) -> Samp
     """The :class:`Samples` saved at ``path`` by :meth:`Samples.save`.
 
     Args:
-        path: a ``.npz`` or ``.nc`` file written by ``Samples.save`` (or ``bdl sample --out``).
+        path: a ``.npz`` or ``.nc`` file written by ``Samples.save`` (or ``bdl sample --out``),
+            or a directory that ``bdl.sample(..., stream_to=DIR)`` wrote (its parts are joined;
+            :func:`bdl.sampling.stream.iter_parts` reads them one at a time).
         like: a pytree with the positions' structure, e.g. ``compiled.initial_position``.
             Dicts, lists, tuples and named tuples are restored from the file alone; other pytree
             nodes (an Equinox module's parameters) cannot be rebuilt without their class and are
@@ -125,6 +127,10 @@ def load_samples(path: str | os.PathLike, *, like: PyTree | None = None) -> Samp
             file, of a newer format than this bdl reads, or its suffix is not .npz or .nc.
     """
     file = Path(path)
+    from bdl.sampling import stream
+
+    if stream.is_stream(file):
+        return stream.load_stream(file, like=like)
     if file.suffix not in SUFFIXES:
         raise SamplesFileError(
             f"{str(path)!r}: unknown suffix {file.suffix or '(none)'!r}; bdl reads samples from "
@@ -168,6 +174,8 @@ def _record(samples: Samples) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         "diverged": tree(np.asarray(samples.diverged), "diverged"),
         "divergence_step": tree(np.asarray(samples.divergence_step), "divergence_step"),
     }
+    if samples.evaluation is not None:
+        trees["evaluation"] = tree(samples.evaluation.as_dict(), "evaluation")
     header = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -175,6 +183,7 @@ def _record(samples: Samples) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         "kernel": samples.kernel,
         "steps_done": int(samples.steps_done),
         "interrupted": bool(samples.interrupted),
+        "kept_draws": bool(samples.kept_draws),
         "meta": samples.meta,
         "trees": trees,
     }
@@ -388,6 +397,8 @@ def _array_keys(trees: dict[str, Any]) -> list[str]:
     specs = [trees[k] for k in ("position", "steps", "diverged", "divergence_step")]
     for group in ("extra", "info", "adapted"):
         specs += list((trees[group] or {}).values())
+    if trees.get("evaluation") is not None:
+        specs.append(trees["evaluation"])
     return [leaf["array"] for spec in specs for _, leaf in _leaf_specs(spec)]
 
 
@@ -418,6 +429,11 @@ def _assemble(file: Path, header: dict[str, Any], fetch: Fetch, like: PyTree | N
         return _decode(spec, leaf)
 
     adapted = trees["adapted"]
+    evaluation = None
+    if trees.get("evaluation") is not None:  # files of runs that evaluated while sampling
+        from bdl.evaluation.curve import BMAEvaluation
+
+        evaluation = BMAEvaluation.from_dict(_decode(trees["evaluation"], leaf))
     return Samples(
         positions=tree(trees["position"]),
         extra={k: tree(v) for k, v in trees["extra"].items()},
@@ -430,6 +446,8 @@ def _assemble(file: Path, header: dict[str, Any], fetch: Fetch, like: PyTree | N
         divergence_step=_decode(trees["divergence_step"], leaf),
         adapted=None if adapted is None else {k: tree(v) for k, v in adapted.items()},
         meta=header["meta"],
+        evaluation=evaluation,
+        kept_draws=bool(header.get("kept_draws", True)),
     )
 
 

@@ -1,12 +1,20 @@
-"""Held-out predictive summaries of a set of posterior draws (BMA accuracy, NLL, RMSE)."""
+"""Held-out predictive summaries of posterior draws: the BMA's accuracy, NLL, ECE, Brier score
+and RMSE, from kept draws (:func:`test_metrics`, :func:`bma_curve`) or while sampling
+(``bdl.sample(..., evaluate=RunningBMA(...))``, :mod:`bdl.evaluation.running`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 
-from bdl.compile.compiled_model import CompiledModel
+from bdl.evaluation.curve import BMAEvaluation, bma_curve
+from bdl.evaluation.running import RunningBMA
+
+if TYPE_CHECKING:
+    from bdl.compile.compiled_model import CompiledModel
+
+__all__ = ["BMAEvaluation", "RunningBMA", "bma_curve", "test_metrics"]
 
 
 def test_metrics(compiled: CompiledModel, positions: Any) -> dict[str, float]:

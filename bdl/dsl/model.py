@@ -15,7 +15,12 @@ import jax
 from bdl.dsl.likelihoods import Likelihood
 from bdl.dsl.network import describe_network
 from bdl.dsl.priors import Normal, Prior, as_prior
-from bdl.dsl.temperature import TemperatureLike, check_temperature
+from bdl.dsl.temperature import (
+    TemperatureLike,
+    check_effective_size,
+    check_temperature,
+    check_tempering,
+)
 from bdl.utils.arguments import shown
 
 PyTree = Any
@@ -32,6 +37,12 @@ class Model:
         prior: a bdl prior or any NumPyro distribution (elementwise on every weight); default
             ``Normal(1.0)``.
         temperature: T ≥ 0, or a schedule ``step -> T``; the target is ∝ exp(−U/T).
+        tempering: what T tempers: ``"posterior"`` (default; prior and likelihood, π ∝
+            exp(−U/T)) or ``"likelihood"`` (the likelihood only, the prior stays at T = 1:
+            π ∝ p(θ) Π_i p(y_i | x_i, θ)^(1/T); needs a constant T). docs/dsl.md, *Tempering*.
+        effective_size: N, the number of examples the likelihood counts as (e.g. the size of
+            the original data set when the training set holds n augmented copies); the
+            likelihood term is scaled by N/n. ``None``: N = n.
         params: initial parameters of a plain-function network, or ``key -> params``.
         batched: whether ``network`` maps a batch (default: ``False`` for Equinox modules, which
             act on single examples and are ``vmap``-ed, ``True`` otherwise).
@@ -42,6 +53,8 @@ class Model:
     likelihood: Likelihood
     prior: Prior | Any = dataclasses.field(default_factory=lambda: Normal(1.0))
     temperature: TemperatureLike = 1.0
+    tempering: str = "posterior"
+    effective_size: float | None = None
     params: PyTree | Callable[[jax.Array], PyTree] | None = None
     batched: bool | None = None
     name: str = "model"
@@ -60,6 +73,9 @@ class Model:
             )
         object.__setattr__(self, "prior", as_prior(self.prior))
         check_temperature(self.temperature)
+        check_tempering(self.tempering, self.temperature)
+        if self.effective_size is not None:
+            object.__setattr__(self, "effective_size", check_effective_size(self.effective_size))
         if self.batched is not None and not isinstance(self.batched, bool):
             raise TypeError(
                 f"Model(batched=...) must be True, False or None (the flavour's default); got "

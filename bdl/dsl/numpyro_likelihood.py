@@ -203,7 +203,9 @@ class FromNumPyro(Likelihood):
         """E[y | f]; for classifiers the class probabilities ``(n, K)`` (Bernoulli: [1 − p, p])."""
         if not self.outputs and output.ndim > 1 and output.shape[-1] == 1:
             output = output[..., 0]
-        d = self.distribution(output, params or {})
+        # without params (the compiler reading the class count off shapes) learned parameters
+        # take their starting values
+        d = self.distribution(output, self.param_init if params is None else params)
         if self.task == "classification":
             if isinstance(d, _BERNOULLI):
                 p = d.probs.reshape(output.shape[0])

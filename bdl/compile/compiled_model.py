@@ -237,6 +237,21 @@ class CompiledModel(Target):
 
         return jnp.mean(jax.lax.map(one, positions), axis=0)
 
+    def predictive(
+        self,
+        positions: Any,
+        x: jax.Array,
+        *,
+        fields: dict[str, jax.Array] | None = None,
+        quantiles: tuple[float, ...] = (0.025, 0.5, 0.975),
+    ) -> Any:
+        """The BMA predictive distribution at ``x``: mean, sd, quantiles and the
+        aleatoric/epistemic split for regressors; probabilities, predictive entropy and mutual
+        information for classifiers (:func:`bdl.compile.predictive.predictive`)."""
+        from bdl.compile.predictive import predictive
+
+        return predictive(self, positions, x, fields=fields, quantiles=quantiles)
+
     def log_predictive(
         self,
         positions: PyTree,

@@ -189,3 +189,28 @@ def test_unbroadcastable_parameters_named_at_compile():
     )
     with pytest.raises(ValueError, match="cannot score network outputs"):
         bdl.compile(model, (np.zeros((4, 2)), np.zeros(4)))
+
+
+def test_negbin_regression_model_file():
+    """models/negbin_regression.py: overdispersed counts, the energy is the NB2 GLM's with the
+    concentration's prior and log-Jacobian."""
+    from bdl.model_files import load_spec
+
+    spec = load_spec("negbin_regression", n=120)
+    y = np.asarray(spec.data.y_train)
+    assert y.var() > 2 * y.mean()  # far from Poisson
+    compiled = spec.compile()
+    x = np.asarray(compiled.x_train)
+    b0, b, u = 0.8, np.array([0.4, -0.2, 0.1], np.float32), np.float32(1.2)
+    position = {
+        "net": {"b0": jnp.asarray(b0), "b": jnp.asarray(b)},
+        "lik": {"concentration": jnp.asarray(u)},
+    }
+    phi = np.exp(u)
+    want = -(
+        dist.NegativeBinomial2(jnp.exp(b0 + x @ b), phi).log_prob(y).sum()
+        + dist.Normal(0.0, 2.0).log_prob(jnp.concatenate([jnp.asarray([b0]), b])).sum()
+        + dist.Exponential(0.1).log_prob(phi)
+        + u
+    )
+    np.testing.assert_allclose(compiled.energy(position), want, rtol=1e-5)

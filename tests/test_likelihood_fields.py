@@ -163,3 +163,22 @@ def test_log_likelihood_without_the_field_says_so():
     compiled = bdl.compile(_model(bdl.Gaussian(scale="sigma")), data)
     with pytest.raises(ValueError, match="fields="):
         compiled.log_likelihood(compiled.initial_position, compiled.x_train, compiled.y_train)
+
+
+def test_predictions_need_no_scale_but_test_metrics_use_the_test_fields(rng):
+    """The predictive mean is f whatever σ_i; the held-out NLL scores each y_i with its σ_i."""
+    from bdl.evaluation import test_metrics
+
+    x = rng.normal(size=(10, 2)).astype(np.float32)
+    y = rng.normal(size=10).astype(np.float32)
+    s = rng.uniform(0.5, 2.0, size=10).astype(np.float32)
+    data = Dataset(
+        "split", x[:6], y[:6], x[6:], y[6:], fields={"sigma": s[:6]}, fields_test={"sigma": s[6:]}
+    )
+    compiled = bdl.compile(_model(bdl.Gaussian(scale="sigma")), data)
+    positions = jax.tree.map(lambda a: a[None], compiled.initial_position)
+    f = x[6:] @ np.full((2, 1), 0.3, np.float32) - 0.2
+    np.testing.assert_allclose(compiled.predict(positions, x[6:]), f[:, 0], rtol=1e-6)
+    metrics = test_metrics(compiled, positions)
+    want = -dist.Normal(f[:, 0], s[6:]).log_prob(y[6:]).mean()
+    np.testing.assert_allclose(metrics["nll"], want, rtol=1e-5)

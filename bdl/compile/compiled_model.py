@@ -217,7 +217,9 @@ class CompiledModel(Target):
         return None if callable(t) else float(t)
 
     # ---------------------------------------------------------------- predictions
-    def predict(self, positions: PyTree, x: jax.Array) -> jax.Array:
+    def predict(
+        self, positions: PyTree, x: jax.Array, fields: dict[str, jax.Array] | None = None
+    ) -> jax.Array:
         """Bayesian model average E_θ[E[y | x, θ]] over positions with one leading sample axis.
 
         Classifiers return averaged class probabilities (n, K); regressors the predictive mean,
@@ -233,8 +235,9 @@ class CompiledModel(Target):
                 and out.shape[-1] == 1
             ):
                 out = out[..., 0]  # (n, 1) outputs for (n,) targets: predict in y's shape
-            return self.likelihood.mean(out, lik)
+            return self.likelihood.mean(out, {**lik, **given})
 
+        given = check_fields_given(self.likelihood, fields) if fields is not None else {}
         return jnp.mean(jax.lax.map(one, positions), axis=0)
 
     def predictive(

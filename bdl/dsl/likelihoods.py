@@ -297,6 +297,10 @@ class Gaussian(Likelihood):
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
         return dist.Normal(output, _resolve_scale(self.scale, output, params))
 
+    def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
+        """E[y | f] = f, whatever σ (so predictions need no per-example scale)."""
+        return output
+
     def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
         _check_regression("Gaussian", output_shape, y)
 
@@ -333,6 +337,10 @@ class StudentT(Likelihood):
 
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
         return dist.StudentT(self.df, output, _resolve_scale(self.scale, output, params))
+
+    def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
+        """E[y | f] = f for ν > 1 (undefined, NaN, for ν ≤ 1), whatever σ."""
+        return output if self.df > 1 else jnp.full_like(output, jnp.nan)
 
     def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
         _check_regression("StudentT", output_shape, y)

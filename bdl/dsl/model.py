@@ -33,7 +33,8 @@ class Model:
     Args:
         network: a Flax linen module, a Flax nnx module, an Equinox module, or a plain function
             ``f(params, x)`` (then ``params`` is required).
-        likelihood: a :class:`bdl.Likelihood` (Categorical, Bernoulli, Gaussian, Poisson, StudentT).
+        likelihood: a :class:`bdl.Likelihood` (Categorical, Bernoulli, Gaussian, Poisson,
+            StudentT, or any NumPyro distribution through ``bdl.Likelihood.from_numpyro``).
         prior: a bdl prior or any NumPyro distribution (elementwise on every weight); default
             ``Normal(1.0)``.
         temperature: T ≥ 0, or a schedule ``step -> T``; the target is ∝ exp(−U/T).

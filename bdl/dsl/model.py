@@ -38,27 +38,27 @@ class Model:
         prior: a bdl prior or any NumPyro distribution (elementwise on every weight); default
             ``Normal(1.0)``.
         temperature: T ≥ 0, or a schedule ``step -> T``; the target is ∝ exp(−U/T).
-        tempering: what T tempers: ``"posterior"`` (default; prior and likelihood, π ∝
-            exp(−U/T)) or ``"likelihood"`` (the likelihood only, the prior stays at T = 1:
-            π ∝ p(θ) Π_i p(y_i | x_i, θ)^(1/T); needs a constant T). docs/dsl.md, *Tempering*.
-        effective_size: N, the number of examples the likelihood counts as (e.g. the size of
-            the original data set when the training set holds n augmented copies); the
-            likelihood term is scaled by N/n. ``None``: N = n.
         params: initial parameters of a plain-function network, or ``key -> params``.
         batched: whether ``network`` maps a batch (default: ``False`` for Equinox modules, which
             act on single examples and are ``vmap``-ed, ``True`` otherwise).
         name: label used in reports and caches.
+        tempering: what T tempers: ``"posterior"`` (default; prior and likelihood, π ∝
+            exp(−U/T)) or ``"likelihood"`` (the likelihood only, the prior stays at T = 1:
+            π ∝ p(θ) Π_i p(y_i | x_i, θ)^(N/(nT)); needs a constant T). docs/dsl.md, *Tempering*.
+        effective_size: N, the number of examples the likelihood counts as (e.g. the size of
+            the original data set when the training set holds n augmented copies); the
+            likelihood term is scaled by N/n. ``None``: N = n.
     """
 
     network: Any
     likelihood: Likelihood
     prior: Prior | Any = dataclasses.field(default_factory=lambda: Normal(1.0))
     temperature: TemperatureLike = 1.0
-    tempering: str = "posterior"
-    effective_size: float | None = None
     params: PyTree | Callable[[jax.Array], PyTree] | None = None
     batched: bool | None = None
     name: str = "model"
+    tempering: str = "posterior"
+    effective_size: float | None = None
 
     def __post_init__(self) -> None:
         flavour = describe_network(self.network)

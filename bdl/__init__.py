@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "enable_compilation_cache": "bdl.compilation_cache",
     "linear_ramp": "bdl.dsl",
     "load_samples": "bdl.sampling",
+    "reference": "bdl.validation.reference_draws",
     "sample": "bdl.sampling",
     "validate": "bdl.validation",
 }
@@ -72,6 +73,7 @@ __all__ = [
     "linear_ramp",
     "load_samples",
     "metrics",
+    "reference",
     "sample",
     "validate",
 ]
@@ -126,3 +128,4 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from bdl.sampling import Samples, sample
     from bdl.spec import ModelSpec
     from bdl.validation import validate
+    from bdl.validation.reference_draws import reference

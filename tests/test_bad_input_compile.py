@@ -56,10 +56,10 @@ COMPILE = [
     case("a string", lambda e: bdl.compile("model", (e.x, e.y)), TypeError, "bdl.Model"),
     case("no data", lambda e: bdl.compile(_model()), ValueError, "compile(model, data=...)"),
     case(
-        "data as a dict",
-        lambda e: bdl.compile(_model(), {"x": e.x, "y": e.y}),
-        TypeError,
-        "needs a bdl.data.Dataset or a tuple (x, y)",
+        "data as a dict without y",
+        lambda e: bdl.compile(_model(), {"x": e.x, "targets": e.y}),
+        ValueError,
+        "needs keys 'x' and 'y'",
     ),
     case(
         "data for a potential",

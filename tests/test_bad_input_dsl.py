@@ -121,7 +121,8 @@ LIKELIHOODS = [
         "gaussian scale infinite",
         lambda e: bdl.Gaussian(scale=INF),
         ValueError,
-        "Gaussian(scale=...) must be > 0 and finite; got inf. Give σ > 0, or None to learn it.",
+        "Gaussian(scale=...) must be > 0 and finite; got inf. Give σ > 0, the name of a data field "
+        "holding σ_i per example, or None to learn it.",
     ),
     case(
         "gaussian scale text",

@@ -14,7 +14,15 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-from bdl.cli import check_cmd, demo, kernels_cmd, meta_train_cmd, sample_cmd, validate_cmd
+from bdl.cli import (
+    check_cmd,
+    demo,
+    kernels_cmd,
+    meta_train_cmd,
+    reference_cmd,
+    sample_cmd,
+    validate_cmd,
+)
 
 #: the exit statuses of every command (docs/cli.md)
 EXIT_OK = 0
@@ -29,7 +37,8 @@ exit status:
   0    success (bdl check: the kernel is exact)
   1    a verdict failed: bdl validate outside its thresholds, bdl check approximate
   2    bad usage: an invalid argument, unknown model or kernel, a broken model file, an
-       untrusted NUTS reference (bdl validate); the message names the argument and the fix
+       untrusted NUTS reference (bdl validate, bdl reference); the message names the
+       argument and the fix
   3    a chain diverged (bdl sample: the draws are still summarised and saved)
   130  interrupted (Ctrl-C): bdl sample first summarises and saves the draws it has
   141  the output pipe was closed early (e.g. `bdl kernels | head`)
@@ -45,7 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (demo, sample_cmd, kernels_cmd, check_cmd, validate_cmd, meta_train_cmd):
+    commands = (
+        demo,
+        sample_cmd,
+        kernels_cmd,
+        check_cmd,
+        validate_cmd,
+        reference_cmd,
+        meta_train_cmd,
+    )
+    for command in commands:
         command.add_parser(sub)
     return parser
 

@@ -19,6 +19,7 @@ from numpyro.distributions.transforms import biject_to
 
 from bdl.augment.base import Augmentation, augment_batch
 from bdl.compile.batching import BatchState, init_batch_state, next_indices
+from bdl.compile.data_fields import check_fields_given
 from bdl.compile.positions import broadcast_position
 from bdl.compile.target import Target
 from bdl.dsl.model import Model
@@ -48,6 +49,9 @@ class CompiledModel(Target):
     net_treedef: Any = eqx.field(static=True)
     temperature_schedule: Callable[[jax.Array], jax.Array] = eqx.field(static=True)
     augment: Augmentation | None = eqx.field(static=True, default=None)
+    #: per-example data fields the likelihood reads (e.g. ``{"sigma": σ}``), train and test
+    fields_train: dict[str, jax.Array] = eqx.field(default_factory=dict)
+    fields_test: dict[str, jax.Array] | None = None
 
     #: the named starts of :meth:`init_positions`
     INITS: ClassVar[tuple[str, ...]] = ("auto", "network", "perturbed", "map", "prior", "fixed")
@@ -122,22 +126,34 @@ class CompiledModel(Target):
         net, _ = self.constrain(position)
         return self.adapter.apply(net, x)
 
-    def log_likelihood(self, position: PyTree, x: jax.Array, y: jax.Array) -> jax.Array:
-        """Per-example log p(y_i | x_i, θ), shape ``(batch,)``."""
+    def log_likelihood(
+        self,
+        position: PyTree,
+        x: jax.Array,
+        y: jax.Array,
+        fields: dict[str, jax.Array] | None = None,
+    ) -> jax.Array:
+        """Per-example log p(y_i | x_i, θ), shape ``(batch,)``; ``fields`` holds the batch's
+        per-example data fields when the likelihood reads any."""
         net, lik = self.constrain(position)
-        return self.likelihood.log_prob(self.adapter.apply(net, x), y, lik)
+        params = {**lik, **check_fields_given(self.likelihood, fields)}
+        return self.likelihood.log_prob(self.adapter.apply(net, x), y, params)
 
     def energy(self, position: PyTree) -> jax.Array:
-        return -(
-            jnp.sum(self.log_likelihood(position, self.x_train, self.y_train))
-            + self.log_prior(position)
-        )
+        """U(θ) = −(N/n) Σ_i log p(y_i | x_i, θ) − w(T) log p(θ) (docs/dsl.md, *Tempering*)."""
+        return self._energy(position, self._prior_weight(None))
 
-    def stochastic_energy(self, position: PyTree, batch: tuple[jax.Array, jax.Array]) -> jax.Array:
-        """Ũ(θ) = −(n/|B|) Σ_{i∈B} log p(y_i | x_i, θ) − log p(θ)."""
-        x, y = batch
-        scale = self.n / x.shape[0]
-        return -(scale * jnp.sum(self.log_likelihood(position, x, y)) + self.log_prior(position))
+    def _energy(self, position: PyTree, prior_weight: Any) -> jax.Array:
+        ll = jnp.sum(self.log_likelihood(position, self.x_train, self.y_train, self.fields_train))
+        return -(self.likelihood_weight * ll + prior_weight * self.log_prior(position))
+
+    def stochastic_energy(self, position: PyTree, batch: tuple[jax.Array, ...]) -> jax.Array:
+        """Ũ(θ) = −(N/|B|) Σ_{i∈B} log p(y_i | x_i, θ) − w(T) log p(θ), N = n unless an
+        effective data-set size is declared, w(T) = 1 unless the likelihood alone is tempered."""
+        x, y, *rest = batch
+        scale = self.likelihood_weight * self.n / x.shape[0]
+        ll = jnp.sum(self.log_likelihood(position, x, y, rest[0] if rest else None))
+        return -(scale * ll + self._prior_weight(None) * self.log_prior(position))
 
     def stochastic_energy_and_grad(
         self, position: PyTree, batch: tuple[jax.Array, jax.Array]
@@ -150,30 +166,62 @@ class CompiledModel(Target):
 
     def next_batch(
         self, stream: BatchState, step: jax.Array
-    ) -> tuple[tuple[jax.Array, jax.Array], BatchState]:
-        """The minibatch of global step ``step``, augmented when the model declares
-        an augmentation (with the chain's augmentation keys, :func:`bdl.augment.augment_batch`):
-        every gradient of one step sees the same augmented examples."""
+    ) -> tuple[tuple[jax.Array, ...], BatchState]:
+        """``(x, y)`` for global step ``step``, or ``(x, y, fields)`` when the likelihood reads
+        per-example data fields; ``x`` augmented when the model declares an augmentation (with
+        the chain's augmentation keys, :func:`bdl.augment.augment_batch`): every gradient of one
+        step sees the same augmented examples."""
         if self.batch_size == self.n:  # full batch: the data as they are, no shuffle, no gather
-            x, y = self.x_train, self.y_train
+            batch = self._batch(None)
         else:
             idx, stream = next_indices(stream, step, self.n, self.batch_size)
-            x, y = self.x_train[idx], self.y_train[idx]
+            batch = self._batch(idx)
         if self.augment is not None:
-            x = augment_batch(self.augment, stream.key, step, x)
-        return (x, y), stream
+            batch = (augment_batch(self.augment, stream.key, step, batch[0]), *batch[1:])
+        return batch, stream
 
-    def epoch_batches(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def epoch_batches(self, key: jax.Array) -> tuple[jax.Array, ...]:
         """All n // B minibatches of one epoch, stacked: shapes (n // B, B, ...), augmented
         when the model declares an augmentation."""
         perm = jax.random.permutation(key, self.n)[: self.num_batches * self.batch_size]
         idx = perm.reshape(self.num_batches, self.batch_size)
-        x, y = self.x_train[idx], self.y_train[idx]
+        batch = self._batch(idx)
         if self.augment is not None:
             x = jax.vmap(lambda b, xb: augment_batch(self.augment, key, b, xb))(
-                jnp.arange(self.num_batches), x
+                jnp.arange(self.num_batches), batch[0]
             )
-        return x, y
+            batch = (x, *batch[1:])
+        return batch
+
+    def _batch(self, idx: jax.Array | None) -> tuple[jax.Array, ...]:
+        take = (lambda a: a) if idx is None else (lambda a: a[idx])
+        batch = (take(self.x_train), take(self.y_train))
+        if self.likelihood.fields:
+            batch += ({k: take(v) for k, v in self.fields_train.items()},)
+        return batch
+
+    # ---------------------------------------------------------------- tempering
+    @property
+    def likelihood_weight(self) -> float:
+        """N/n: the effective data-set size N over the n training examples (1 by default)."""
+        n_eff = self.model.effective_size
+        return 1.0 if n_eff is None else float(n_eff) / self.n
+
+    def _prior_weight(self, temperature: float | None) -> Any:
+        """w(T) = 1 (whole posterior tempered), or T (likelihood only: the prior stays at T = 1)."""
+        if self.model.tempering == "posterior":
+            return 1.0
+        return self.constant_temperature() if temperature is None else temperature
+
+    def potential_fn(self, temperature: float | None = None) -> Callable[[PyTree], jax.Array]:
+        """NumPyro ``potential_fn`` θ ↦ U(θ)/T at a constant T > 0 (the model's by default), U
+        tempered as declared (likelihood only: U/T = −(N/(nT)) Σ_i log p(y_i | x_i, θ) − log p(θ))
+        """
+        base = super().potential_fn(temperature)
+        if self.model.tempering == "posterior":
+            return base
+        t = self.constant_temperature() if temperature is None else float(temperature)
+        return lambda position: self._energy(position, t) / t
 
     # ---------------------------------------------------------------- temperature
     def temperature(self, step: jax.Array) -> jax.Array:
@@ -184,17 +232,23 @@ class CompiledModel(Target):
         return None if callable(t) else float(t)
 
     # ---------------------------------------------------------------- predictions
-    def predict(self, positions: PyTree, x: jax.Array) -> jax.Array:
+    def predict(
+        self, positions: PyTree, x: jax.Array, fields: dict[str, jax.Array] | None = None
+    ) -> jax.Array:
         """Bayesian model average E_θ[E[y | x, θ]] over positions with one leading sample axis.
 
         Classifiers return averaged class probabilities (n, K); regressors the predictive mean,
         shaped like the targets (a (n, 1) network output is squeezed for (n,) targets).
         """
-        return jnp.mean(jax.lax.map(lambda p: self.predictive_mean(p, x), positions), axis=0)
+        given = check_fields_given(self.likelihood, fields) if fields is not None else {}
+        return jnp.mean(jax.lax.map(lambda p: self.predictive_mean(p, x, given), positions), axis=0)
 
-    def predictive_mean(self, position: PyTree, x: jax.Array) -> jax.Array:
+    def predictive_mean(
+        self, position: PyTree, x: jax.Array, fields: dict[str, jax.Array] | None = None
+    ) -> jax.Array:
         """E[y | x, θ] at one position: class probabilities (n, K) for classifiers, the mean in
-        the targets' shape for regressors."""
+        the targets' shape for regressors; ``fields``: the likelihood's per-example data fields
+        at ``x`` (checked), when it reads any."""
         net, lik = self.constrain(position)
         out = self.adapter.apply(net, x)
         if (
@@ -203,11 +257,32 @@ class CompiledModel(Target):
             and out.shape[-1] == 1
         ):
             out = out[..., 0]  # (n, 1) outputs for (n,) targets: predict in y's shape
-        return self.likelihood.mean(out, lik)
+        return self.likelihood.mean(out, {**lik, **(fields or {})})
 
-    def log_predictive(self, positions: PyTree, x: jax.Array, y: jax.Array) -> jax.Array:
+    def predictive(
+        self,
+        positions: Any,
+        x: jax.Array,
+        *,
+        fields: dict[str, jax.Array] | None = None,
+        quantiles: tuple[float, ...] = (0.025, 0.5, 0.975),
+    ) -> Any:
+        """The BMA predictive distribution at ``x``: mean, sd, quantiles and the
+        aleatoric/epistemic split for regressors; probabilities, predictive entropy and mutual
+        information for classifiers (:func:`bdl.compile.predictive.predictive`)."""
+        from bdl.compile.predictive import predictive
+
+        return predictive(self, positions, x, fields=fields, quantiles=quantiles)
+
+    def log_predictive(
+        self,
+        positions: PyTree,
+        x: jax.Array,
+        y: jax.Array,
+        fields: dict[str, jax.Array] | None = None,
+    ) -> jax.Array:
         """Per-example log of the BMA predictive density, log (1/K) Σ_k p(y_i | x_i, θ_k)."""
-        lls = jax.lax.map(lambda p: self.log_likelihood(p, x, y), positions)
+        lls = jax.lax.map(lambda p: self.log_likelihood(p, x, y, fields), positions)
         return jax.nn.logsumexp(lls, axis=0) - jnp.log(lls.shape[0])
 
     # ---------------------------------------------------------------- initial positions

@@ -19,6 +19,7 @@ from bdl.compile.checks import (
 )
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.compiled_potential import CompiledPotential
+from bdl.compile.data_fields import as_field_dataset, check_log_prob, dataset_fields
 from bdl.dsl.model import Model
 from bdl.dsl.network import NetworkStateError, make_adapter
 from bdl.dsl.potential import Potential
@@ -40,7 +41,9 @@ def compile(
 
     Args:
         model: a :class:`bdl.Model` (needs ``data``) or a :class:`bdl.Potential` (no data).
-        data: a :class:`bdl.data.Dataset` or a tuple ``(x, y)`` / ``(x, y, x_test, y_test)``.
+        data: a :class:`bdl.data.Dataset`, a tuple ``(x, y)`` / ``(x, y, x_test, y_test)``, or a
+            dict ``{"x": x, "y": y, name: per-example array, …}`` whose further keys are data
+            fields a likelihood reads (``bdl.Gaussian(scale="sigma")``).
         batch_size: minibatch size B, 1 ≤ B ≤ n; ``None`` uses full-batch gradients.
         seed: seed of the network's first initialisation.
         augment: data augmentation of the minibatches, ``augment(key, x) -> x`` on one example
@@ -79,7 +82,7 @@ def compile(
             f"(Model(augment={model.augment!r})); give it in one place only."
         )
     augment = model.augment if augment is None else augment
-    dataset = as_dataset(data)
+    dataset = as_field_dataset(data) if isinstance(data, dict) else as_dataset(data)
     check_data(dataset)
     n = dataset.n
     batch_size = check_batch_size(batch_size, n)
@@ -121,6 +124,8 @@ def compile(
     out_shape = (n, *out.shape[1:]) if out.shape and out.shape[0] == min(n, 2) else out.shape
     # check the labels as converted above (integer-valued float labels are accepted as ints)
     model.likelihood.check(tuple(out_shape), y)
+    fields_train, fields_test = dataset_fields(model.likelihood, dataset)
+    check_log_prob(model.likelihood, out, y, fields_train)
     num_classes = None
     if not regression:
         num_classes = dataset.num_classes
@@ -153,6 +158,10 @@ def compile(
         net_treedef=treedef,
         temperature_schedule=as_schedule(model.temperature),
         augment=augment,
+        fields_train={k: jnp.asarray(v) for k, v in fields_train.items()},
+        fields_test=None
+        if fields_test is None
+        else {k: jnp.asarray(v) for k, v in fields_test.items()},
     )
     position = compiled.unconstrain(adapter.params)
     return _replace_initial(compiled, position)

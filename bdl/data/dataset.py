@@ -16,7 +16,9 @@ class Dataset:
     regression. The test split may be absent (``None``). ``feature_names`` names the columns of
     ``x`` where the source has names (scikit-learn's tabular sets); a model file can pass them on
     as parameter labels (``ModelSpec.parameter_labels``), so that summaries say
-    ``net/w[mean radius]`` instead of ``net/w[0]``.
+    ``net/w[mean radius]`` instead of ``net/w[0]``. ``fields`` and ``fields_test`` hold further
+    per-example arrays by name (example axis first), e.g. a known measurement error
+    ``{"sigma": σ}`` that a likelihood reads (``bdl.Gaussian(scale="sigma")``).
     """
 
     name: str
@@ -26,6 +28,8 @@ class Dataset:
     y_test: np.ndarray | None = None
     num_classes: int | None = None
     feature_names: tuple[str, ...] | None = None
+    fields: dict[str, np.ndarray] | None = None
+    fields_test: dict[str, np.ndarray] | None = None
 
     @property
     def n(self) -> int:
@@ -39,4 +43,5 @@ class Dataset:
     def __repr__(self) -> str:
         test = f", x_test={self.x_test.shape}" if self.x_test is not None else ""
         classes = f", num_classes={self.num_classes}" if self.num_classes is not None else ""
-        return f"Dataset({self.name!r}, x_train={self.x_train.shape}{test}{classes})"
+        fields = f", fields={sorted(self.fields)}" if self.fields else ""
+        return f"Dataset({self.name!r}, x_train={self.x_train.shape}{test}{classes}{fields})"

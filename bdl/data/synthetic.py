@@ -235,18 +235,44 @@ def linear_regression(
 
 
 def linear_regression_posterior(
-    x: np.ndarray, y: np.ndarray, noise_sd: float, prior_sd: float = 1.0
+    x: np.ndarray,
+    y: np.ndarray,
+    noise_sd: float,
+    prior_sd: float = 1.0,
+    *,
+    temperature: float = 1.0,
+    tempering: str = "posterior",
+    effective_size: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact posterior N(μ, Σ) of w for the model of :func:`linear_regression` (Bishop §3.3):
+    """Exact (tempered) posterior N(μ, Σ) of w for the model of :func:`linear_regression`.
+
+    At T = 1 with N = n (Bishop 2006, §3.3):
 
         Σ = (I / prior_sd² + XᵀX / noise_sd²)⁻¹,   μ = Σ Xᵀ y / noise_sd².
+
+    With the likelihood counted as N = ``effective_size`` examples (weight c = N/n) and tempered
+    at T (docs/dsl.md, *Tempering*), with ``tempering="posterior"`` (π ∝ exp(−U/T))
+
+        P = I / prior_sd² + c XᵀX / noise_sd²,   Σ = T P⁻¹,   μ = P⁻¹ c Xᵀy / noise_sd²,
+
+    and with ``tempering="likelihood"`` (π ∝ p(w) p(D | w)^(c/T))
+
+        Σ = (I / prior_sd² + (c/T) XᵀX / noise_sd²)⁻¹,   μ = Σ (c/T) Xᵀy / noise_sd².
 
     Returns ``(mu, sigma)`` in float64.
     """
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    precision = np.eye(x.shape[1]) / prior_sd**2 + x.T @ x / noise_sd**2
-    sigma = np.linalg.inv(precision)
-    sigma = 0.5 * (sigma + sigma.T)
-    mu = sigma @ (x.T @ y) / noise_sd**2
-    return mu, sigma
+    t = number(temperature, "linear_regression_posterior(temperature=...)", above=0.0)
+    c = 1.0 if effective_size is None else float(effective_size) / x.shape[0]
+    if tempering == "posterior":
+        weight, scale = c, t
+    elif tempering == "likelihood":
+        weight, scale = c / t, 1.0
+    else:
+        raise ValueError(f"tempering must be 'posterior' or 'likelihood'; got {tempering!r}.")
+    precision = np.eye(x.shape[1]) / prior_sd**2 + weight * x.T @ x / noise_sd**2
+    inverse = np.linalg.inv(precision)
+    inverse = 0.5 * (inverse + inverse.T)
+    mu = inverse @ (weight * x.T @ y) / noise_sd**2
+    return mu, scale * inverse

@@ -2,7 +2,10 @@
 
 A likelihood turns the network output ``f`` into a NumPyro distribution over ``y``. Likelihoods with
 parameters of their own (a learned Gaussian noise scale) declare them with a prior; they are
-sampled jointly with the network weights, unconstrained through NumPyro's transforms.
+sampled jointly with the network weights, unconstrained through NumPyro's transforms. A
+likelihood may also read known per-example quantities from the data set (a measurement error σ_i
+per target): it names them in :attr:`Likelihood.fields`, and they reach :meth:`distribution` in
+``params`` under those names, minibatched with x and y.
 """
 
 from __future__ import annotations
@@ -48,6 +51,11 @@ class Likelihood(abc.ABC):
     def param_init(self) -> dict[str, float]:
         return {}
 
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """Names of the per-example data fields this likelihood reads (e.g. ``("sigma",)``)."""
+        return ()
+
     @abc.abstractmethod
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
         """p(y | output, params) for a batch; ``output`` already matched to ``y``'s shape."""
@@ -66,6 +74,25 @@ class Likelihood(abc.ABC):
     def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
         """Predictive mean E[y | f(x), φ] (class probabilities for classifiers)."""
         return self.distribution(output, params or {}).mean
+
+    @classmethod
+    def from_numpyro(
+        cls,
+        distribution: Any,
+        link: Any = None,
+        *,
+        outputs: dict[str, Any] | None = None,
+        parameter: str | None = None,
+        task: str | None = None,
+        **fixed: Any,
+    ) -> Likelihood:
+        """Any NumPyro distribution as a likelihood (the network output feeds its first
+        parameter through ``link``); see :class:`bdl.dsl.numpyro_likelihood.FromNumPyro`."""
+        from bdl.dsl.numpyro_likelihood import FromNumPyro
+
+        return FromNumPyro(
+            distribution, link, outputs=outputs, parameter=parameter, task=task, **fixed
+        )
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
@@ -112,14 +139,47 @@ def scale_init(prior: dist.Distribution) -> float:
     return 0.5 * (lower + upper) if np.isfinite(upper) else lower + 1.0
 
 
-def _scale(name: str, scale: Any) -> float | None:
-    """A fixed scale σ > 0, or ``None`` (learned)."""
+def _scale(name: str, scale: Any) -> float | str | None:
+    """A fixed scale σ > 0, a data field name (per-example σ_i), or ``None`` (learned)."""
     if scale is None:
         return None
+    if isinstance(scale, str):
+        try:
+            float(scale)
+        except ValueError:
+            pass
+        else:
+            raise TypeError(
+                f"{name}(scale=...) must be a number > 0, a data field name or None; got the "
+                f"string {scale!r}. Write the number without quotes."
+            )
+        if not scale.isidentifier():
+            raise ValueError(
+                f"{name}(scale={scale!r}): a per-example scale names a field of the data set, a "
+                "Python identifier such as 'sigma'."
+            )
+        return scale
     try:
         return arguments.number(scale, f"{name}(scale=...)", above=0.0)
     except (TypeError, ValueError) as err:
-        raise type(err)(f"{err} Give σ > 0, or None to learn it.") from None
+        raise type(err)(
+            f"{err} Give σ > 0, the name of a data field holding σ_i per example, or None to "
+            "learn it."
+        ) from None
+
+
+def per_example(value: jax.Array, output: jax.Array) -> jax.Array:
+    """A per-example field of shape (batch,) broadcast against an output (batch, d, ...)."""
+    value = jnp.asarray(value)
+    return value.reshape(value.shape + (1,) * (output.ndim - value.ndim))
+
+
+def _resolve_scale(scale: float | str | None, output: jax.Array, params: dict) -> Any:
+    if scale is None:
+        return params["scale"]
+    if isinstance(scale, str):
+        return per_example(params[scale], output)
+    return scale
 
 
 def _check_batch(output_shape: tuple[int, ...], y: np.ndarray) -> None:
@@ -206,7 +266,9 @@ class Bernoulli(Likelihood):
 
 
 class Gaussian(Likelihood):
-    """y ~ N(f, σ²). σ is fixed (``scale=``) or learned with its own prior (``scale=None``).
+    """y ~ N(f, σ²). σ is fixed (``scale=0.1``), known per example (``scale="sigma"``: y_i ~
+    N(f(x_i), σ_i²) with σ_i read from the data field ``sigma``), or learned with its own prior
+    (``scale=None``).
 
     A learned σ is sampled as log σ through NumPyro's positive transform, its log-Jacobian added
     to the prior.
@@ -225,19 +287,27 @@ class Gaussian(Likelihood):
         return {} if self.scale is not None else {"scale": self.scale_prior}
 
     @property
+    def fields(self) -> tuple[str, ...]:
+        return (self.scale,) if isinstance(self.scale, str) else ()
+
+    @property
     def param_init(self) -> dict[str, float]:
         return {} if self.scale is not None else {"scale": scale_init(self.scale_prior)}
 
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
-        scale = self.scale if self.scale is not None else params["scale"]
-        return dist.Normal(output, scale)
+        return dist.Normal(output, _resolve_scale(self.scale, output, params))
+
+    def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
+        """E[y | f] = f, whatever σ (so predictions need no per-example scale)."""
+        return output
 
     def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
         _check_regression("Gaussian", output_shape, y)
 
 
 class StudentT(Likelihood):
-    """y ~ StudentT(ν, f, σ), a heavy-tailed regression likelihood; σ fixed or learned."""
+    """y ~ StudentT(ν, f, σ), a heavy-tailed regression likelihood; σ fixed, known per example
+    (a data field name, as for :class:`Gaussian`) or learned."""
 
     task = "regression"
 
@@ -258,12 +328,19 @@ class StudentT(Likelihood):
         return {} if self.scale is not None else {"scale": self.scale_prior}
 
     @property
+    def fields(self) -> tuple[str, ...]:
+        return (self.scale,) if isinstance(self.scale, str) else ()
+
+    @property
     def param_init(self) -> dict[str, float]:
         return {} if self.scale is not None else {"scale": scale_init(self.scale_prior)}
 
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
-        scale = self.scale if self.scale is not None else params["scale"]
-        return dist.StudentT(self.df, output, scale)
+        return dist.StudentT(self.df, output, _resolve_scale(self.scale, output, params))
+
+    def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
+        """E[y | f] = f for ν > 1 (undefined, NaN, for ν ≤ 1), whatever σ."""
+        return output if self.df > 1 else jnp.full_like(output, jnp.nan)
 
     def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
         _check_regression("StudentT", output_shape, y)

@@ -16,7 +16,12 @@ from bdl.augment.base import Augmentation, as_augmentation
 from bdl.dsl.likelihoods import Likelihood
 from bdl.dsl.network import check_normalisation, describe_network
 from bdl.dsl.priors import Normal, Prior, as_prior
-from bdl.dsl.temperature import TemperatureLike, check_temperature
+from bdl.dsl.temperature import (
+    TemperatureLike,
+    check_effective_size,
+    check_temperature,
+    check_tempering,
+)
 from bdl.utils.arguments import shown
 
 PyTree = Any
@@ -29,7 +34,8 @@ class Model:
     Args:
         network: a Flax linen module, a Flax nnx module, an Equinox module, or a plain function
             ``f(params, x)`` (then ``params`` is required).
-        likelihood: a :class:`bdl.Likelihood` (Categorical, Bernoulli, Gaussian, Poisson, StudentT).
+        likelihood: a :class:`bdl.Likelihood` (Categorical, Bernoulli, Gaussian, Poisson,
+            StudentT, or any NumPyro distribution through ``bdl.Likelihood.from_numpyro``).
         prior: a bdl prior or any NumPyro distribution (elementwise on every weight); default
             ``Normal(1.0)``.
         temperature: T ≥ 0, or a schedule ``step -> T``; the target is ∝ exp(−U/T).
@@ -42,6 +48,12 @@ class Model:
             minibatch; the minibatch energy then estimates the Jensen-posterior energy
             −Σ_i E_z[log p(y_i | a_z(x_i), θ)] − log p(θ) (Wenzel et al. 2020, App. K).
             The full-data energy and the predictive are not augmented.
+        tempering: what T tempers: ``"posterior"`` (default; prior and likelihood, π ∝
+            exp(−U/T)) or ``"likelihood"`` (the likelihood only, the prior stays at T = 1:
+            π ∝ p(θ) Π_i p(y_i | x_i, θ)^(N/(nT)); needs a constant T). docs/dsl.md, *Tempering*.
+        effective_size: N, the number of examples the likelihood counts as (e.g. the size of
+            the original data set when the training set holds n augmented copies); the
+            likelihood term is scaled by N/n. ``None``: N = n.
     """
 
     network: Any
@@ -52,6 +64,8 @@ class Model:
     batched: bool | None = None
     name: str = "model"
     augment: Augmentation | Callable[[jax.Array, jax.Array], jax.Array] | None = None
+    tempering: str = "posterior"
+    effective_size: float | None = None
 
     def __post_init__(self) -> None:
         flavour = describe_network(self.network)
@@ -68,6 +82,9 @@ class Model:
             )
         object.__setattr__(self, "prior", as_prior(self.prior))
         check_temperature(self.temperature)
+        check_tempering(self.tempering, self.temperature)
+        if self.effective_size is not None:
+            object.__setattr__(self, "effective_size", check_effective_size(self.effective_size))
         if self.batched is not None and not isinstance(self.batched, bool):
             raise TypeError(
                 f"Model(batched=...) must be True, False or None (the flavour's default); got "

@@ -26,8 +26,9 @@ def test_metrics(compiled: CompiledModel, positions: Any) -> dict[str, float]:
     if compiled.x_test is None:
         raise ValueError(f"{compiled.name} has no test split to evaluate on.")
     x, y = compiled.x_test, compiled.y_test
-    mean = compiled.predict(positions, x)
-    nll = float(-jnp.mean(compiled.log_predictive(positions, x, y)))
+    fields = compiled.fields_test if compiled.likelihood.fields else None
+    mean = compiled.predict(positions, x, fields)
+    nll = float(-jnp.mean(compiled.log_predictive(positions, x, y, fields)))
     if compiled.likelihood.task == "classification":
         return {"accuracy": float(jnp.mean(jnp.argmax(mean, -1) == y)), "nll": nll}
     mean = mean.reshape(y.shape)

@@ -24,7 +24,11 @@ from bdl import metrics
 from bdl.compile.compiled_model import CompiledModel
 from bdl.diagnostics import ess_bulk
 from bdl.utils.trees import parameter_names
-from bdl.validation.reference import evaluation_inputs, parameter_summaries
+from bdl.validation.reference import (
+    evaluation_fields,
+    evaluation_inputs,
+    parameter_summaries,
+)
 
 PyTree = Any
 
@@ -165,11 +169,12 @@ def compare_closed_form(
 def predictive_per_sample(target: CompiledModel, positions: PyTree, num: int = 500) -> jax.Array:
     """Per-draw predictive means on held-out inputs: (samples, n, K) or (samples, n)."""
     x, _ = evaluation_inputs(target, num)
+    fields = evaluation_fields(target, num)
     flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), positions)
 
     def one(position: PyTree) -> jax.Array:
         net, lik = target.constrain(position)
-        return target.likelihood.mean(target.adapter.apply(net, x), lik)
+        return target.likelihood.mean(target.adapter.apply(net, x), {**lik, **fields})
 
     return jax.lax.map(one, flat)
 

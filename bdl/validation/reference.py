@@ -69,16 +69,24 @@ def evaluation_inputs(target: CompiledModel, num: int = 200) -> tuple[jax.Array,
     return target.x_train[:num], target.y_train[:num]
 
 
+def evaluation_fields(target: CompiledModel, num: int = 200) -> dict[str, jax.Array]:
+    """The per-example data fields of :func:`evaluation_inputs`' examples (empty when the
+    likelihood reads none)."""
+    fields = target.fields_train if target.x_test is None else (target.fields_test or {})
+    return {k: v[:num] for k, v in fields.items()}
+
+
 def function_summaries(target: CompiledModel, positions: PyTree, num: int = 200) -> np.ndarray:
     """Per-draw predictive means (probabilities for classifiers) and log-likelihoods on held-out
     inputs, shape (chain, draw, k)."""
     x, y = evaluation_inputs(target, num)
+    fields = evaluation_fields(target, num)
 
     def one(position: PyTree) -> jax.Array:
         net, lik = target.constrain(position)
         out = target.adapter.apply(net, x)
-        mean = target.likelihood.mean(out, lik).reshape(x.shape[0], -1)
-        ll = target.likelihood.log_prob(out, y, lik)
+        mean = target.likelihood.mean(out, {**lik, **fields}).reshape(x.shape[0], -1)
+        ll = target.likelihood.log_prob(out, y, {**lik, **fields})
         return jnp.concatenate([mean.reshape(-1), ll])
 
     lead = jax.tree.leaves(positions)[0].shape[:2]

@@ -314,6 +314,21 @@ def suite() -> list[Case]:
             quick_factor=0.1,
         ),
     ]
+    # NUTS posterior sds: 0.043 for the coefficients, 0.16 for log φ. SGHMC at h = 5e-3
+    # (h·ω_max ≈ 0.12) with C = 10 (near critical damping of log φ); SGLD at h = 1.5e-4
+    # (≈ σ_min²/12)
+    cases.append(
+        Case(
+            "negbin_regression",
+            "negbin_regression",
+            {},
+            "Negative-binomial regression, learned concentration (n = 400, d = 5, batch 50), T = 1",
+            {
+                "sghmc": KernelRun({"step_size": 5e-3, "friction": 10.0}, 40_000, 4_000, 10),
+                "sgld": KernelRun({"step_size": 1.5e-4}, 80_000, 4_000, 20),
+            },
+        )
+    )
     cases += [_prior_mlp_case(d, t) for d in (1, 2, 3) for t in (1.0, 0.1)]
     cases.append(
         Case(

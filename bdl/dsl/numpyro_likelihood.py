@@ -1,0 +1,237 @@
+"""A likelihood from any NumPyro distribution: ``bdl.Likelihood.from_numpyro``.
+
+The network output, through a link, is the distribution's first parameter (or the one named by
+``parameter=``); further network output columns can feed further parameters, each through its own
+link; every other parameter is fixed (a number or an array), read per example from the data set (a
+field name), or learned (a NumPyro prior, sampled jointly with the weights in its unconstrained
+space, log-Jacobian included).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+from numpyro.distributions.transforms import biject_to
+
+from bdl.dsl.likelihoods import Likelihood, _check_batch, per_example
+
+_CLASSIFIERS = (
+    dist.CategoricalProbs,
+    dist.CategoricalLogits,
+    dist.BernoulliProbs,
+    dist.BernoulliLogits,
+)
+_BERNOULLI = (dist.BernoulliProbs, dist.BernoulliLogits)
+
+
+def _identity(f: jax.Array) -> jax.Array:
+    return f
+
+
+def _parameter_names(distribution: Any) -> tuple[list[str], bool]:
+    """The distribution's parameter names in order, and whether it takes ``**kwargs``."""
+    try:
+        signature = inspect.signature(distribution)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"Likelihood.from_numpyro(distribution=...) must be a NumPyro distribution class or "
+            f"constructor such as numpyro.distributions.NegativeBinomial2; got {distribution!r}."
+        ) from None
+    names, var_kw = [], False
+    for p in signature.parameters.values():
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            var_kw = True
+        elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "validate_args":
+            names.append(p.name)
+    return names, var_kw
+
+
+def _default_task(distribution: Any) -> str:
+    if distribution in (dist.Categorical, dist.Bernoulli):
+        return "classification"
+    if inspect.isclass(distribution) and issubclass(distribution, _CLASSIFIERS):
+        return "classification"
+    return "regression"
+
+
+def _describe_prior(prior: dist.Distribution) -> str:
+    args = ", ".join(
+        f"{k}={np.asarray(getattr(prior, k)).tolist()}"
+        for k in prior.arg_constraints
+        if hasattr(prior, k)
+    )
+    return f"{type(prior).__name__}({args})"
+
+
+class FromNumPyro(Likelihood):
+    """p(y | f) = D(y; θ₀ = link(f₀), θ_j = link_j(f_j), fixed, fields, learned).
+
+    Args:
+        distribution: a NumPyro distribution class or constructor, e.g.
+            ``numpyro.distributions.NegativeBinomial2``.
+        link: maps the network output to the first parameter (identity by default), e.g.
+            ``jnp.exp`` for a positive mean.
+        outputs: further parameters fed by further network output columns, ``{name: link}``
+            (``None`` as link: identity). The network then outputs ``(n, 1 + len(outputs))``:
+            column 0 feeds the first parameter, column j the j-th name.
+        parameter: the parameter the network feeds, when it is not the first one (e.g.
+            ``"logits"`` for ``numpyro.distributions.Categorical``).
+        task: ``"regression"`` or ``"classification"``; by default classification for the
+            Categorical and Bernoulli families (their predictive is the class probabilities),
+            regression otherwise.
+        **fixed: every other parameter: a number or array (fixed), a string (a per-example field
+            of the data set, e.g. ``total_count="trials"``), or a NumPyro distribution (a learned
+            parameter with that prior, e.g. ``concentration=dist.Exponential(0.1)``).
+    """
+
+    def __init__(
+        self,
+        distribution: Any,
+        link: Callable[[jax.Array], jax.Array] | None = None,
+        *,
+        outputs: dict[str, Callable[[jax.Array], jax.Array] | None] | None = None,
+        parameter: str | None = None,
+        task: str | None = None,
+        **fixed: Any,
+    ):
+        names, var_kw = _parameter_names(distribution)
+        where = f"Likelihood.from_numpyro({getattr(distribution, '__name__', distribution)}"
+        if not names and parameter is None:
+            raise TypeError(f"{where}): the distribution takes no parameter to feed.")
+        if parameter is None:
+            parameter = names[0]
+        elif parameter not in names and not var_kw:
+            raise ValueError(
+                f"{where}, parameter={parameter!r}): not a parameter of the distribution; its "
+                f"parameters are {names}."
+            )
+        if link is not None and not callable(link):
+            raise TypeError(f"{where}, link=...) must be a function of the output, e.g. jnp.exp.")
+        outputs = dict(outputs or {})
+        for name, out_link in outputs.items():
+            if out_link is not None and not callable(out_link):
+                raise TypeError(f"{where}, outputs={{{name!r}: ...}}) must map names to functions.")
+        for name in [*outputs, *fixed]:
+            if name not in names and not var_kw:
+                raise ValueError(
+                    f"{where}, {name}=...): not a parameter of the distribution; its parameters "
+                    f"are {names}."
+                )
+        taken = {parameter} & ({*outputs} | {*fixed}) | ({*outputs} & {*fixed})
+        if taken:
+            raise ValueError(
+                f"{where}): parameter(s) {sorted(taken)} are given twice (network output, "
+                "outputs= and a keyword); give each once."
+            )
+        if task is None:
+            task = _default_task(distribution)
+        if task not in ("regression", "classification"):
+            raise ValueError(f"{where}, task=...) must be 'regression' or 'classification'.")
+        priors, given, field_names = {}, {}, {}
+        for name, value in fixed.items():
+            if isinstance(value, dist.Distribution):
+                priors[name] = value
+            elif isinstance(value, str):
+                field_names[name] = value
+            else:
+                try:
+                    given[name] = np.asarray(value, np.float32)
+                except (TypeError, ValueError):
+                    raise TypeError(
+                        f"{where}, {name}=...) must be a number or array (fixed), a data field "
+                        f"name (per example) or a NumPyro distribution (learned); got "
+                        f"{type(value).__name__}."
+                    ) from None
+        self.distribution_fn = distribution
+        self.link = link
+        self.parameter = parameter
+        self.outputs = outputs
+        self.fixed = given
+        self.field_names = field_names
+        self.priors = priors
+        self.task = task
+
+    # the learned parameters, declared as for Gaussian(scale=None)
+    @property
+    def param_priors(self) -> dict[str, dist.Distribution]:
+        return dict(self.priors)
+
+    @property
+    def param_init(self) -> dict[str, Any]:
+        """Each learned parameter starts at the image of 0 under its support's bijector (1 for a
+        positive parameter, 0.5 on (0, 1), an evenly spaced ordered vector)."""
+        return {
+            name: biject_to(prior.support)(jnp.zeros(prior.batch_shape + prior.event_shape))
+            for name, prior in self.priors.items()
+        }
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(self.field_names.values())
+
+    def _main(self, output: jax.Array) -> jax.Array:
+        return output[..., 0] if self.outputs else output
+
+    def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
+        main = self._main(output)
+        kwargs: dict[str, Any] = {self.parameter: (self.link or _identity)(main)}
+        for j, (name, out_link) in enumerate(self.outputs.items(), start=1):
+            kwargs[name] = (out_link or _identity)(output[..., j])
+        for name, value in self.fixed.items():
+            kwargs[name] = jnp.asarray(value)
+        for name, field in self.field_names.items():
+            kwargs[name] = per_example(params[field], main)
+        for name in self.priors:
+            kwargs[name] = params[name]
+        return self.distribution_fn(**kwargs)
+
+    def log_prob(
+        self, output: jax.Array, y: jax.Array, params: dict[str, jax.Array] | None = None
+    ) -> jax.Array:
+        if not self.outputs and output.ndim == y.ndim + 1 and output.shape[-1] == 1:
+            output = output[..., 0]
+        lp = self.distribution(output, params or {}).log_prob(y)
+        return lp.reshape(lp.shape[0], -1).sum(-1) if lp.ndim > 1 else lp
+
+    def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
+        """E[y | f]; for classifiers the class probabilities ``(n, K)`` (Bernoulli: [1 − p, p])."""
+        if not self.outputs and output.ndim > 1 and output.shape[-1] == 1:
+            output = output[..., 0]
+        # without params (the compiler reading the class count off shapes) learned parameters
+        # take their starting values
+        d = self.distribution(output, self.param_init if params is None else params)
+        if self.task == "classification":
+            if isinstance(d, _BERNOULLI):
+                p = d.probs.reshape(output.shape[0])
+                return jnp.stack([1.0 - p, p], axis=-1)
+            return d.probs
+        return d.mean
+
+    def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
+        _check_batch(output_shape, y)
+        if self.outputs and (len(output_shape) != 2 or output_shape[1] != 1 + len(self.outputs)):
+            raise ValueError(
+                f"Likelihood.from_numpyro(outputs={list(self.outputs)}) needs network outputs of "
+                f"shape (n, {1 + len(self.outputs)}): column 0 for {self.parameter!r}, then one "
+                f"column per name in outputs; got {output_shape}."
+            )
+
+    def __repr__(self) -> str:
+        name = getattr(self.distribution_fn, "__name__", repr(self.distribution_fn))
+        parts = [name, f"link={getattr(self.link, '__name__', self.link)}"]
+        if self.parameter:
+            parts.append(f"parameter={self.parameter!r}")
+        if self.outputs:
+            parts.append(
+                f"outputs={ {k: getattr(v, '__name__', v) for k, v in self.outputs.items()} }"
+            )
+        parts += [f"{k}={v.tolist()!r}" for k, v in self.fixed.items()]
+        parts += [f"{k}={v!r}" for k, v in self.field_names.items()]
+        parts += [f"{k}={_describe_prior(v)}" for k, v in self.priors.items()]
+        return f"Likelihood.from_numpyro({', '.join(parts)})"

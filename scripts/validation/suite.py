@@ -315,6 +315,7 @@ def suite() -> list[Case]:
         ),
     ]
     cases += [_prior_mlp_case(d, t) for d in (1, 2, 3) for t in (1.0, 0.1)]
+    cases += hierarchical_cases()
     cases.append(
         Case(
             "regression_1d",
@@ -325,6 +326,54 @@ def suite() -> list[Case]:
         )
     )
     return cases
+
+
+def hierarchical_cases() -> list[Case]:
+    """Hierarchical priors: eight schools in both forms, ARD regression, a BNN with per-layer
+    precisions (the conjugate ones also with the ``gibbs`` wrapper)."""
+    # eight schools, full batch (n = 8): non-centred posterior sds 0.6–3.4 (μ the widest), the
+    # largest curvature ≈ 1 + τ²/σ_j² ≈ 5 (ω ≈ 2.2): SGHMC h = 0.05 (h·ω ≈ 0.1), C = 1
+    schools = {
+        "sgld": KernelRun({"step_size": 0.01}, 400_000, 10_000, 100),
+        "sghmc": KernelRun({"step_size": 0.05, "friction": 1.0}, 100_000, 5_000, 25),
+    }
+    # ARD on diabetes (n = 353, batch 32): weight sds ≈ 0.04 (ω ≈ 25), log λ_j prior-dominated
+    # (sd ≈ 1): SGHMC h = 5e-3 (h·ω ≈ 0.13) with C = 5; Gibbs draws of the λ_j every 10 steps
+    ard = {
+        "sgld": KernelRun({"step_size": 2e-4}, 200_000, 10_000, 50),
+        "sghmc": KernelRun({"step_size": 5e-3, "friction": 5.0}, 80_000, 5_000, 20),
+        "gibbs": KernelRun(
+            {"base": "sghmc", "every": 10, "step_size": 5e-3, "friction": 5.0},
+            80_000,
+            5_000,
+            20,
+        ),
+    }
+    return [
+        Case(
+            "eight_schools_noncentred",
+            "eight_schools",
+            {"centred": False},
+            "Eight schools, non-centred (J = 8, full batch), T = 1",
+            schools,
+            quick=True,
+            quick_factor=0.1,
+        ),
+        Case(
+            "eight_schools_centred",
+            "eight_schools",
+            {"centred": True},
+            "Eight schools, centred (J = 8, full batch), T = 1: NUTS fails the trust gate",
+            schools,
+        ),
+        Case(
+            "ard_diabetes",
+            "ard_diabetes",
+            {},
+            "ARD linear regression, diabetes (n = 353, d = 22, batch 32), T = 1",
+            ard,
+        ),
+    ]
 
 
 def select(

@@ -83,6 +83,7 @@ class Case:
         literature_skl: a published symmetrised KL to HMC, reported beside bdl's.
         quick: part of the ``--quick`` smoke version, with steps multiplied by ``quick_factor``.
         nuts: keyword arguments of :func:`bdl.validation.nuts_reference`.
+        note: a paragraph printed under the case's heading (what its results mean).
     """
 
     key: str
@@ -95,6 +96,7 @@ class Case:
     quick: bool = False
     quick_factor: float = 1.0
     nuts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    note: str = ""
 
 
 def _sghmc_family(
@@ -337,10 +339,9 @@ def hierarchical_cases() -> list[Case]:
         "sgld": KernelRun({"step_size": 0.01}, 400_000, 10_000, 100),
         "sghmc": KernelRun({"step_size": 0.05, "friction": 1.0}, 100_000, 5_000, 25),
     }
-    # ARD on diabetes (n = 353, batch 32): weight sds ≈ 0.04 (ω ≈ 25), log λ_j prior-dominated
+    # ARD on diabetes (n = 353, full batch): weight sds ≈ 0.04 (ω ≈ 25), log λ_j prior-dominated
     # (sd ≈ 1): SGHMC h = 5e-3 (h·ω ≈ 0.13) with C = 5; Gibbs draws of the λ_j every 10 steps
     ard = {
-        "sgld": KernelRun({"step_size": 2e-4}, 200_000, 10_000, 50),
         "sghmc": KernelRun({"step_size": 5e-3, "friction": 5.0}, 80_000, 5_000, 20),
         "gibbs": KernelRun(
             {"base": "sghmc", "every": 10, "step_size": 5e-3, "friction": 5.0},
@@ -356,8 +357,6 @@ def hierarchical_cases() -> list[Case]:
             {"centred": False},
             "Eight schools, non-centred (J = 8, full batch), T = 1",
             schools,
-            quick=True,
-            quick_factor=0.1,
         ),
         Case(
             "eight_schools_centred",
@@ -365,13 +364,29 @@ def hierarchical_cases() -> list[Case]:
             {"centred": True},
             "Eight schools, centred (J = 8, full batch), T = 1: NUTS fails the trust gate",
             schools,
+            note=(
+                "The same model as above in centred coordinates (θ_j sampled directly). Its "
+                "posterior has a funnel: small τ forces every θ_j near μ, and no fixed step size "
+                "serves both ends. NUTS's own reference fails the trust gate (split R̂ above "
+                "1.01, bulk ESS far below 400), so `bdl validate` refuses to judge kernels here "
+                "(exit status 2), and the kernels below, which also mix badly, are shown for the "
+                "record only. The cure is the non-centred form, `HierarchicalNormal(..., "
+                "centred=False)`."
+            ),
         ),
         Case(
             "ard_diabetes",
             "ard_diabetes",
             {},
-            "ARD linear regression, diabetes (n = 353, d = 22, batch 32), T = 1",
+            "ARD linear regression, diabetes (n = 353, d = 22, full batch), T = 1",
             ard,
+            note=(
+                "Full batch: with minibatches of 32 the gradient of the learned noise scale is "
+                "dominated by minibatch noise (its variance ≈ 2n²/B against a posterior "
+                "curvature ≈ 2n), which inflates log σ under SGHMC at h = 5e-3 (standardised "
+                "mean error 0.74, sd ratio 1.44, with or without Gibbs draws); full batch "
+                "isolates the hierarchical prior."
+            ),
         ),
     ]
 
@@ -482,6 +497,7 @@ def run_case(
         "space": reference.space,
         "task": getattr(getattr(target, "likelihood", None), "task", None),
         "literature_skl": case.literature_skl,
+        "note": case.note,
         "nuts": {
             "max_rhat": reference.max_rhat,
             "min_ess": reference.min_ess,

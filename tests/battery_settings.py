@@ -3,7 +3,9 @@
 Every registered kernel must have an entry: the battery parametrises over the registry, so a new
 kernel is tested as soon as it is registered, and fails the coverage test until it has settings.
 ``gaussian`` is used on the 3-D correlated Gaussian (exact gradients), ``conjugate`` on the
-conjugate linear regression (minibatch gradients). ``None`` marks a kernel the checker classifies
+conjugate linear regression (minibatch gradients), ``hierarchical`` on the normal–gamma
+hierarchical model of tests/normal_gamma.py (a kernel with only this entry, the Gibbs wrapper,
+needs a conjugate precision and runs on it alone). ``None`` marks a kernel the checker classifies
 as approximate: it is not held to exact moments (its checker reasons are asserted instead, in
 tests/test_checker.py). Kernels that collect one draw per cycle (wenzel) take ``thin`` = 1.
 """
@@ -116,6 +118,15 @@ SETTINGS: dict[str, dict | None] = {
             },
             "steps": 40_000,
             "thin": 1,
+        },
+    },
+    # Gibbs draws of the Gamma precision every `every` SGHMC steps: its target needs a
+    # hierarchical prior, so it is held to the closed-form hierarchical posterior
+    "gibbs": {
+        "hierarchical": {
+            "hyper": {"base": "sghmc", "every": 10, "step_size": 2e-2, "friction": 2.0},
+            "steps": 60_000,
+            "thin": 10,
         },
     },
     "psgld": None,

@@ -94,6 +94,7 @@ EXPECTED_VERDICTS: dict[str, str | None] = {
     "wenzel": None,
     "cyclical": None,
     "entropy": None,
+    "gibbs": None,
     "nnsghmc": None,
     "kinetic-l2e": None,
     "psgld": "gradient history",

@@ -1,7 +1,8 @@
 """The compiled form of a :class:`bdl.Model` on a dataset: pure, jittable JAX functions.
 
 Positions are pytrees ``{"net": network weights}`` plus ``{"lik": {...}}`` when the likelihood has
-learned parameters. Weights whose prior has a constrained support, and likelihood parameters
+learned parameters and ``{"hyper": {...}}`` when a hierarchical prior has random
+hyper-parameters. Weights whose prior has a constrained support, and likelihood parameters
 such as σ > 0, are stored unconstrained; :meth:`CompiledModel.constrain` maps them back.
 """
 
@@ -22,6 +23,8 @@ from bdl.compile.batching import BatchState, init_batch_state, next_indices
 from bdl.compile.data_fields import check_fields_given
 from bdl.compile.positions import broadcast_position
 from bdl.compile.target import Target
+from bdl.dsl import hierarchical
+from bdl.dsl.hierarchical import HierarchicalLeaf, HyperGroup
 from bdl.dsl.model import Model
 from bdl.dsl.network import NetworkAdapter
 from bdl.dsl.priors import LeafInfo, LeafPrior
@@ -52,6 +55,8 @@ class CompiledModel(Target):
     #: per-example data fields the likelihood reads (e.g. ``{"sigma": σ}``), train and test
     fields_train: dict[str, jax.Array] = eqx.field(default_factory=dict)
     fields_test: dict[str, jax.Array] | None = None
+    #: the hyper-parameter groups of hierarchical priors (bdl.dsl.hierarchical), in leaf order
+    hyper_groups: tuple[HyperGroup, ...] = eqx.field(static=True, default=())
 
     #: the named starts of :meth:`init_positions`
     INITS: ClassVar[tuple[str, ...]] = ("auto", "network", "perturbed", "map", "prior", "fixed")
@@ -74,9 +79,13 @@ class CompiledModel(Target):
 
     def constrain(self, position: PyTree) -> tuple[PyTree, dict[str, jax.Array]]:
         """Network weights and likelihood parameters in their constrained spaces."""
+        hyper = self.constrain_hyper(position)
         leaves = self.net_treedef.flatten_up_to(position["net"])
         net = []
         for u, prior, info in zip(leaves, self.leaf_priors, self.leaf_infos, strict=True):
+            if isinstance(prior, HierarchicalLeaf):
+                net.append(prior.constrain_given(u, self._group(prior, hyper), info))
+                continue
             t = prior.transform(info)
             net.append(u if t is None else t(u))
         lik = {
@@ -85,11 +94,33 @@ class CompiledModel(Target):
         }
         return self.net_treedef.unflatten(net), lik
 
-    def unconstrain(self, net: PyTree, lik: dict[str, Any] | None = None) -> PyTree:
-        """Inverse of :meth:`constrain`: a position from constrained weights/parameters."""
+    def constrain_hyper(self, position: PyTree) -> PyTree:
+        """The hierarchical priors' hyper-parameters in their constrained spaces, by name:
+        ``{name: {"loc": μ, "scale": σ}}`` (``{name: {leaf: {...}}}`` per leaf or input);
+        ``{}`` when the model has none."""
+        if not self.hyper_groups:
+            return {}
+        return hierarchical.constrain_hyper(self.hyper_groups, position["hyper"])
+
+    def _group(self, prior: HierarchicalLeaf, hyper: PyTree) -> dict[str, jax.Array]:
+        name, leaf = prior.group
+        return hyper[name] if leaf is None else hyper[name][leaf]
+
+    def unconstrain(
+        self, net: PyTree, lik: dict[str, Any] | None = None, hyper: PyTree | None = None
+    ) -> PyTree:
+        """Inverse of :meth:`constrain`: a position from constrained weights/parameters (and
+        hyper-parameters, by default their starting values, :func:`~bdl.dsl.hierarchical.
+        initial_hyper`)."""
+        if self.hyper_groups and hyper is None:
+            hyper = hierarchical.initial_hyper(self.hyper_groups)
         leaves = self.net_treedef.flatten_up_to(net)
         unconstrained = []
         for v, prior, info in zip(leaves, self.leaf_priors, self.leaf_infos, strict=True):
+            if isinstance(prior, HierarchicalLeaf):
+                w = jnp.asarray(v)
+                unconstrained.append(prior.unconstrain_given(w, self._group(prior, hyper), info))
+                continue
             t = prior.transform(info)
             unconstrained.append(jnp.asarray(v) if t is None else t.inv(jnp.asarray(v)))
         position = {"net": self.net_treedef.unflatten(unconstrained)}
@@ -100,13 +131,21 @@ class CompiledModel(Target):
                 k: biject_to(priors[k].support).inv(jnp.asarray(values[k], jnp.float32))
                 for k in priors
             }
+        if self.hyper_groups:
+            position["hyper"] = hierarchical.unconstrain_hyper(self.hyper_groups, hyper)
         return position
 
     def log_prior(self, position: PyTree) -> jax.Array:
         """log p(θ) in the sampled (unconstrained) space, log-Jacobians included."""
         total = jnp.zeros(())
+        hyper = self.constrain_hyper(position)
+        if self.hyper_groups:
+            total = hierarchical.log_prior_hyper(self.hyper_groups, position["hyper"])
         leaves = self.net_treedef.flatten_up_to(position["net"])
         for u, prior, info in zip(leaves, self.leaf_priors, self.leaf_infos, strict=True):
+            if isinstance(prior, HierarchicalLeaf):
+                total = total + prior.log_prob_given(u, self._group(prior, hyper), info)
+                continue
             t = prior.transform(info)
             if t is None:
                 total = total + prior.log_prob(u, info)
@@ -371,14 +410,21 @@ class CompiledModel(Target):
     def _prior_draw(self, key: jax.Array) -> PyTree:
         infos, priors = self.leaf_infos, self.leaf_priors
         lik_priors = self.likelihood.param_priors
+        key, k_hyper = jax.random.split(key)
         keys = jax.random.split(key, len(infos) + len(lik_priors))
-        net = [p.sample(k, i) for k, p, i in zip(keys[: len(infos)], priors, infos, strict=True)]
+        hyper = hierarchical.sample_hyper(self.hyper_groups, k_hyper) if self.hyper_groups else None
+        net = [
+            p.sample_given(k, self._group(p, hyper), i)
+            if isinstance(p, HierarchicalLeaf)
+            else p.sample(k, i)
+            for k, p, i in zip(keys[: len(infos)], priors, infos, strict=True)
+        ]
         # learned likelihood parameters (e.g. the Gaussian σ) are drawn from their priors too
         lik = {
             name: prior.sample(k)
             for k, (name, prior) in zip(keys[len(infos) :], lik_priors.items(), strict=True)
         }
-        return self.unconstrain(self.net_treedef.unflatten(net), lik if lik_priors else None)
+        return self.unconstrain(self.net_treedef.unflatten(net), lik if lik_priors else None, hyper)
 
 
 #: the named starts of :meth:`CompiledModel.init_positions`

@@ -20,6 +20,7 @@ from bdl.compile.checks import (
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.compiled_potential import CompiledPotential
 from bdl.compile.data_fields import as_field_dataset, check_log_prob, dataset_fields
+from bdl.dsl.hierarchical import hyper_groups
 from bdl.dsl.model import Model
 from bdl.dsl.network import NetworkStateError, make_adapter
 from bdl.dsl.potential import Potential
@@ -133,10 +134,13 @@ def compile(
             num_classes = int(jax.eval_shape(model.likelihood.mean, out).shape[-1])
 
     flat, treedef = jax.tree_util.tree_flatten_with_path(adapter.params)
+    input_axis = 0 if adapter.fan_in_axes == "leading" else 1
     infos = tuple(
-        LeafInfo("net/" + path_to_str(p), tuple(np.shape(v)), adapter.fan_in(v)) for p, v in flat
+        LeafInfo("net/" + path_to_str(p), tuple(np.shape(v)), adapter.fan_in(v), input_axis)
+        for p, v in flat
     )
     priors = tuple(model.prior.resolve(info) for info in infos)
+    hyper = hyper_groups(priors)
 
     def test_array(a: Any, dtype: Any) -> jax.Array | None:
         return None if a is None else jnp.asarray(np.asarray(a, dtype))
@@ -156,6 +160,7 @@ def compile(
         leaf_infos=infos,
         leaf_priors=priors,
         net_treedef=treedef,
+        hyper_groups=hyper,
         temperature_schedule=as_schedule(model.temperature),
         augment=augment,
         fields_train={k: jnp.asarray(v) for k, v in fields_train.items()},

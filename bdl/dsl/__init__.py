@@ -1,5 +1,6 @@
 """The model DSL: networks, likelihoods, priors, temperature."""
 
+from bdl.dsl.hierarchical import HierarchicalNormal
 from bdl.dsl.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood, Poisson, StudentT
 from bdl.dsl.model import Model
 from bdl.dsl.potential import Potential
@@ -13,6 +14,7 @@ __all__ = [
     "Distribution",
     "Gaussian",
     "HeNormal",
+    "HierarchicalNormal",
     "Laplace",
     "LeafPrior",
     "Likelihood",

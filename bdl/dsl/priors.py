@@ -38,6 +38,9 @@ class LeafInfo:
     path: str
     shape: tuple[int, ...]
     fan_in: int
+    #: the axis of a 2-axis weight that indexes its inputs: 0 for Flax's (in, out), 1 for
+    #: Equinox's (out, in)
+    input_axis: int = 0
 
 
 class Prior(abc.ABC):

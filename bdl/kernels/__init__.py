@@ -17,6 +17,7 @@ from bdl.kernels.cyclical import Cyclical, cyclical
 from bdl.kernels.describe import describe
 from bdl.kernels.elementwise_mlp import ElementwiseMLP, load_meta_params, save_meta_params
 from bdl.kernels.entropy import EntropyMCMC, entropy
+from bdl.kernels.gibbs import Gibbs, gibbs
 from bdl.kernels.history import History
 from bdl.kernels.kinetic_l2e import kinetic_l2e
 from bdl.kernels.l2e import l2e
@@ -84,6 +85,13 @@ register(
     "Kinetic-L2E (Kim et al. 2024, App. D): g = ½‖r − f_φ(θ)‖², SGHMC's D and Q",
     {"step_size": 1e-2, "friction": 1.0},
 )
+register(
+    "gibbs",
+    gibbs,
+    "Gibbs draws of conjugate Gamma weight precisions every k steps of a base kernel "
+    "(Chen et al. 2014)",
+    {"base": "sghmc", "every": 1},
+)
 
 __all__ = [
     "CheckReport",
@@ -91,6 +99,7 @@ __all__ = [
     "Cyclical",
     "ElementwiseMLP",
     "EntropyMCMC",
+    "Gibbs",
     "History",
     "Info",
     "Kernel",
@@ -105,6 +114,7 @@ __all__ = [
     "describe",
     "entropy",
     "get",
+    "gibbs",
     "integrators",
     "kinetic_l2e",
     "l2e",

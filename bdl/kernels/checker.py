@@ -14,7 +14,11 @@ and the checker*):
    using one noise draw at three temperatures: Δz(T) − Δz(0) = hTΓ + √T·noise, so two
    temperatures separate the Γ term from the noise), and Cov[Δz]/(2h) tends to T·D (Monte Carlo,
    z-scored by its standard error);
-5. **history**: one step does not change the recipe (a per-step adapted preconditioner does).
+5. **history**: one step does not change the recipe (a per-step adapted preconditioner does);
+6. for the Gibbs wrapper (:mod:`bdl.kernels.gibbs`), the inner kernel's recipe as above, and
+   ∂g/∂θ = 0: its exact conditional draws of θ's precisions leave exp(−H/T) invariant only when
+   the auxiliary variables are independent of θ. (The test energy has no hyper-parameters; the
+   draws themselves are tested statistically in tests/test_gibbs.py.)
 
 A kernel is **exact** when all hold, otherwise **approximate** with the reasons.
 """
@@ -33,6 +37,7 @@ from jax.flatten_util import ravel_pytree
 
 from bdl.kernels.base import Kernel
 from bdl.kernels.blocks import as_block, matvec
+from bdl.kernels.gibbs import Gibbs
 from bdl.kernels.recipe import Context, Recipe, drift, hamiltonian_grad
 from bdl.kernels.recipe_kernel import RecipeState
 from bdl.utils import arguments
@@ -171,6 +176,8 @@ def _check(
             np.max(np.abs(after["kinetic_field"] - a["kinetic_field"])),
         )
         record("recipe change per step", change / scale)
+        if isinstance(kernel, Gibbs):
+            record("Gibbs: ∂g/∂θ", _kinetic_theta_gradient(recipe, z))
 
     if worst["D asymmetry"] > tol.structure or worst["D negative eigenvalue"] > tol.structure:
         reasons.append("D is not symmetric positive semi-definite")
@@ -191,8 +198,20 @@ def _check(
         reasons.append("the step's noise covariance is not 2hT·D")
     if worst["recipe change per step"] > tol.history:
         reasons.append("depends on gradient history: the recipe (D, Q or g) changes every step")
+    if worst.get("Gibbs: ∂g/∂θ", 0.0) > tol.structure:
+        reasons.append(
+            "the kinetic energy g depends on θ: a Gibbs draw of θ's precisions changes the "
+            "conditional law of the auxiliary variables"
+        )
     verdict = "approximate" if reasons else "exact"
     return CheckReport(kernel.name, verdict, reasons, worst)
+
+
+def _kinetic_theta_gradient(recipe: Recipe, z: dict[str, PyTree]) -> float:
+    """max |∂g/∂θ| at z. Gibbs draws of θ's hyper-parameters from π_T's conditional leave
+    exp(−H/T) invariant only when g(θ, r) does not depend on θ (then r ⟂ θ)."""
+    grad = jax.grad(lambda theta: recipe.kinetic({**z, "theta": theta}))(z["theta"])
+    return float(max((jnp.max(jnp.abs(g)) for g in jax.tree.leaves(grad)), default=0.0))
 
 
 def _randomise(z: dict[str, PyTree], key: jax.Array) -> dict[str, PyTree]:

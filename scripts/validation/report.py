@@ -187,6 +187,8 @@ def render_case(case: dict[str, Any], page_dir: Path) -> list[str]:
         f"{case['date']}."
     )
     lines.append("")
+    if case.get("note"):
+        lines += [case["note"], ""]
     literature = case.get("literature_skl") is not None
     extra = []
     if case.get("nuts_split"):

@@ -81,7 +81,7 @@ NO_GAMMA = "nnsghmc-noΓ"
 #: initial position stay finite on the digits MLP (n = 1797), as in step_overhead.py
 OVERRIDES: dict[str, dict[str, Any]] = {
     "sgld": {"step_size": 1e-4},
-    "psgld": {"step_size": 1e-4},
+    "psgld": {"step_size": 5e-8},  # ≈ 1e-4 / n: G ≈ n/|∇Ũ| (statistic on ∇Ũ/n)
     "sghmc": {"step_size": 1e-3, "friction": 1.0},
     "sgnht": {"step_size": 1e-3},
     "cyclical": {"step_size": 1e-3, "cycle_length": 100},

@@ -42,7 +42,7 @@ TARGET = 1.02
 HAND_DESIGNED = ("sgld", "psgld", "sghmc", "sgnht", "wenzel", "cyclical", "entropy")
 #: kernel_costs' pSGLD step diverges in some of 8 chains within 1000 steps; a diverged chain
 #: would be timed with the replay that locates its divergence step, so it is made smaller here
-STEP_SIZES = {"psgld": 1e-5}
+STEP_SIZES = {"psgld": 5e-9}
 
 
 def bare_scan(compiled: Any, kernel: Any, steps: int, chains: int) -> Any:

@@ -6,6 +6,7 @@ import types
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
 import pytest
 from stat_utils import assert_moments, mean_and_mcse, z_threshold
 
@@ -223,3 +224,92 @@ def test_sghmc_layerwise_recovers_conjugate_regression():
     masses = samples.extra["mass"]["net"]
     assert np.all(masses["b"] == 1.0)  # the least sensitive leaf
     assert np.all(masses["a"] > 1.2) and np.median(masses["a"]) > 2.0  # M is active
+
+
+def _alg1_target(prior_sd, n=40, d=3, sigma=0.7, seed=0):
+    """A full-batch linear-Gaussian regression (float64) and its per-datum log-likelihood and
+    log-prior gradients written out by hand; ``prior_sd=None``: a flat prior."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d))
+    y = x @ np.array([1.0, -0.5, 2.0])[:d] + sigma * rng.normal(size=n)
+    prior = (
+        numpyro.distributions.ImproperUniform(numpyro.distributions.constraints.real, (), ())
+        if prior_sd is None
+        else bdl.Normal(prior_sd)
+    )
+    model = bdl.Model(
+        network=lambda p, x: x @ p["w"],
+        params={"w": jnp.zeros(d)},
+        likelihood=bdl.Gaussian(sigma),
+        prior=prior,
+    )
+    target = bdl.compile(model, (x, y), batch_size=n)  # D^t = all n points, no shuffling
+    x, y = np.asarray(target.x_train, np.float64), np.asarray(target.y_train, np.float64)
+
+    def mean_loglik_grad(w):  # ḡ(θ; D^t) = (1/n) Σ_i ∇ log p(y_i | x_i, θ)
+        return x.T @ (y - x @ w) / (n * sigma**2)
+
+    def logprior_grad(w):  # ∇ log p(θ)
+        return np.zeros_like(w) if prior_sd is None else -w / prior_sd**2
+
+    return target, n, mean_loglik_grad, logprior_grad
+
+
+@pytest.mark.parametrize("prior_sd", [None, 0.8])
+def test_psgld_step_matches_li_et_al_algorithm_1_by_hand(prior_sd):
+    """Two pSGLD steps against Li et al. (2016, Alg. 1) written out in numpy, with the same noise:
+
+        V_t = αV_{t−1} + (1−α) s_t ⊙ s_t,    G_t = 1 ⊘ (λ + √V_t),
+        θ_{t+1} = θ_t + (ε/2)·G·(∇log p(θ_t) + n·ḡ(θ_t)) + √(εG)·ξ_t,    ε = 2h,
+
+    with s_t = ḡ(θ_t) + ∇log p(θ_t)/n = −∇Ũ(θ_t)/n (Kim et al. 2024, Eq. 3; Alg. 1's s_t = ḡ(θ_t)
+    without the prior's share, which is the flat-prior case). bdl's two documented differences:
+    V_0 = s_1⊙s_1 (so V_1 = s_1⊙s_1 and the first step is Alg. 1's), and step t ≥ 2 moves with
+    G from V_{t−1} (the one-step lag: G does not depend on the current θ)."""
+    with jax.enable_x64(True):
+        h, lam, alpha = 3e-4, 1e-3, 0.9
+        target, n, gbar, gprior = _alg1_target(prior_sd)
+        kernel = psgld(h, alpha=alpha, eps=lam).bind(target)
+        assert np.isclose(kernel.history.grad_scale, 1.0 / n)
+        theta = np.array([0.3, -1.2, 0.8])
+        treedef = jax.tree.structure(target.initial_position)  # θ is one leaf, w
+        assert treedef.num_leaves == 1
+
+        def leaf(tree):
+            return np.asarray(jax.tree.leaves(tree)[0])
+
+        state = kernel.init(jax.tree.unflatten(treedef, [jnp.asarray(theta)]), jax.random.key(0))
+        batch, _ = target.next_batch(target.init_batches(jax.random.key(1)), jnp.int32(0))
+
+        def energy_and_grad(p):
+            return target.stochastic_energy_and_grad(p, batch)
+
+        step = jax.jit(kernel.step, static_argnums=2)
+        keys = jax.random.split(jax.random.key(2), 2)
+        # the step's noise: one standard-normal draw of θ's size (θ has a single leaf)
+        xi = [np.asarray(jax.random.normal(k, theta.shape, jnp.float64)) for k in keys]
+
+        eps = 2.0 * h  # Li et al.'s ε
+
+        def s(w):
+            return gbar(w) + gprior(w) / n
+
+        def move(w, v, noise):
+            g = 1.0 / (lam + np.sqrt(v))
+            return w + 0.5 * eps * g * (gprior(w) + n * gbar(w)) + np.sqrt(eps * g) * noise
+
+        # step 1: V_0 = s_1², so V_1 = αV_0 + (1−α)s_1² = s_1²
+        v1 = alpha * s(theta) ** 2 + (1 - alpha) * s(theta) ** 2
+        theta2 = move(theta, v1, xi[0])
+        state, _ = step(keys[0], state, energy_and_grad, h, 1.0)
+        np.testing.assert_allclose(leaf(state.z["theta"]), theta2, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(leaf(state.history.stats), v1, rtol=1e-12)
+        # step 2: bdl moves with G(V_1), then folds s_2 in: V_2 = αV_1 + (1−α)s_2²
+        theta3 = move(theta2, v1, xi[1])
+        v2 = alpha * v1 + (1 - alpha) * s(theta2) ** 2
+        state, _ = step(keys[1], state, energy_and_grad, h, 1.0)
+        np.testing.assert_allclose(leaf(state.z["theta"]), theta3, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(leaf(state.history.stats), v2, rtol=1e-12)
+        np.testing.assert_allclose(leaf(state.history.mass), lam + np.sqrt(v2), rtol=1e-12)
+        # Alg. 1 verbatim would move with G(V_2): a different step, so the test sees the order
+        assert np.max(np.abs(move(theta2, v2, xi[1]) - theta3)) > 1e-6

@@ -66,7 +66,7 @@ def assert_same(a: bdl.Samples, b: bdl.Samples) -> None:
 RUN = dict(num_steps=1_200, burn_in=400, thin=8, num_chains=3, seed=3, progress=False)
 KERNELS = {
     "adapted sghmc": lambda: bdl.kernels.get("sghmc"),
-    "psgld (preconditioner statistics)": lambda: bdl.kernels.get("psgld", step_size=1e-3),
+    "psgld (preconditioner statistics)": lambda: bdl.kernels.get("psgld", step_size=1e-5),
     "entropy (a guide, extras)": lambda: bdl.kernels.get("entropy", base="sgld", step_size=1e-3),
     "sgnht (a thermostat)": lambda: bdl.kernels.get("sgnht", step_size=1e-2),
 }

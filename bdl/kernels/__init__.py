@@ -59,7 +59,7 @@ register(
     "psgld",
     psgld,
     "pSGLD (Li et al. 2016): SGLD with RMSprop D = 1/(λ + √V), adapted every step",
-    {"step_size": 1e-3, "alpha": 0.99, "eps": 1e-5},
+    {"step_size": 1e-6, "alpha": 0.99, "eps": 1e-5},
 )
 register(
     "wenzel",

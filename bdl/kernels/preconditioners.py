@@ -18,8 +18,10 @@ M never depends on the current θ — only on past gradients — so every recipe
 each step is an exact discretisation of the recipe with the M it uses. What is approximate is
 the *history* dependence, which the checker reports when M changes from one step to the next:
 
-* :class:`RMSprop` (pSGLD, Li et al. 2016): V ← αV + (1−α)g², M = λ + √V (G = 1/(λ + √V)),
-  updated every step → approximate ("depends on gradient history");
+* :class:`RMSprop` (pSGLD, Li et al. 2016, Alg. 1): V ← αV + (1−α)ḡ², M = λ + √V
+  (G = 1/(λ + √V)), with ḡ = ∇Ũ/n the mean minibatch gradient (``grad_scale`` = 1/n, set at
+  ``bind``, so λ has the paper's meaning), updated every step → approximate ("depends on
+  gradient history");
 * :class:`Layerwise` (Wenzel et al. 2020, App. D, Alg. 4): per leaf l of θ,
   m_l = √(mean over the leaf's entries of g², averaged over K gradients + ε), M_l = m_l / min m,
   with g the mean-loss gradient ∇G̃ = ∇Ũ/n (``grad_scale`` = 1/n, set at ``bind``). ``"fixed"``:
@@ -82,27 +84,42 @@ class Identity(Preconditioner):
 
 # ---------------------------------------------------------------------------------- RMSprop
 class RMSprop(Preconditioner):
-    """pSGLD's preconditioner (Li et al. 2016): V ← αV + (1−α)g², G = 1/(λ + √V), i.e. M = λ + √V.
+    """pSGLD's preconditioner (Li et al. 2016, Alg. 1): with ḡ = ∇Ũ/n the mean minibatch gradient,
 
-    G_t uses the gradients of steps < t (V is updated after the move), except at the very first
-    step, which initialises V = g₁² from its own gradient (instead of V = 0, whose G = 1/λ would
-    make the first steps explode). Li et al. (2016, Alg. 1) fold g_t in before the move; the
-    one-step lag makes G_t independent of the current θ, so Γ = 0 is exact for each step and the
-    only approximation is the adaptation itself.
+        V ← αV + (1−α)ḡ²,    G = 1/(λ + √V),  i.e. M = λ + √V
+
+    (Kim et al. 2024, Eq. 3 write ḡ = ∇Ũ/n). The factor 1/n is ``grad_scale``, set at
+    :meth:`bind` from the target's n, so λ and α have their paper meanings and G ≈ n/|∇Ũ|.
+
+    G_t uses the gradients of steps < t (V is updated after the move, the order of Kim et al.'s
+    Eq. 3), except at the very first step, which initialises V = ḡ₁² from its own gradient
+    (instead of V = 0, whose G = 1/λ would make the first steps explode). Li et al. (2016,
+    Alg. 1) fold ḡ_t in before the move; the one-step lag makes G_t independent of the current θ,
+    so Γ = 0 is exact for each step and the only approximation is the adaptation itself.
 
     Args:
         alpha: EMA decay α ∈ [0, 1) (default 0.99, as Li et al. 2016).
         eps: λ > 0, the regulariser of the diagonal (default 1e-5, as Li et al. 2016).
+        grad_scale: factor applied to ∇Ũ before squaring; ``None``: 1/n at :meth:`bind` (1 when
+            unbound, e.g. on a :class:`bdl.Potential`, whose n is 1).
     """
 
     alpha: float = 0.99
     eps: float = 1e-5
+    grad_scale: float | None = None
 
     def __check_init__(self) -> None:
         if not isinstance(self.alpha, jax.core.Tracer):
             arguments.number(self.alpha, "rmsprop: alpha", at_least=0.0, below=1.0)
         if not isinstance(self.eps, jax.core.Tracer):
             arguments.number(self.eps, "rmsprop: eps", above=0.0)
+        if self.grad_scale is not None and not isinstance(self.grad_scale, jax.core.Tracer):
+            arguments.number(self.grad_scale, "rmsprop: grad_scale", above=0.0)
+
+    def bind(self, target: Any) -> RMSprop:
+        if self.grad_scale is not None:
+            return self
+        return RMSprop(self.alpha, self.eps, 1.0 / float(target.n))
 
     @property
     def adaptive(self) -> bool:
@@ -116,9 +133,14 @@ class RMSprop(Preconditioner):
     def _mass(self, v: PyTree) -> PyTree:
         return jax.tree.map(lambda x: self.eps + jnp.sqrt(x), v)
 
+    def _square(self, g: jax.Array) -> jax.Array:
+        """ḡ² with ḡ = grad_scale·∇Ũ (the mean minibatch gradient once bound)."""
+        mean = g if self.grad_scale is None else self.grad_scale * g
+        return mean * mean
+
     def prepare(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
         first = state.count == 0
-        v = jax.tree.map(lambda s, g: jnp.where(first, g * g, s), state.stats, grad)
+        v = jax.tree.map(lambda s, g: jnp.where(first, self._square(g), s), state.stats, grad)
         return state._replace(mass=self._mass(v), stats=v)
 
     def condition(self, recipe: Recipe, state: PreconditionerState) -> Recipe:
@@ -126,7 +148,7 @@ class RMSprop(Preconditioner):
 
     def update(self, state: PreconditionerState, grad: PyTree) -> PreconditionerState:
         a = self.alpha
-        v = jax.tree.map(lambda s, g: a * s + (1.0 - a) * g * g, state.stats, grad)
+        v = jax.tree.map(lambda s, g: a * s + (1.0 - a) * self._square(g), state.stats, grad)
         return PreconditionerState(self._mass(v), v, state.count + 1)
 
 
@@ -243,9 +265,10 @@ def identity() -> Identity:
     return Identity()
 
 
-def rmsprop(alpha: float = 0.99, eps: float = 1e-5) -> RMSprop:
-    """pSGLD's RMSprop preconditioner (Li et al. 2016), adapted every step."""
-    return RMSprop(alpha, eps)
+def rmsprop(alpha: float = 0.99, eps: float = 1e-5, grad_scale: float | None = None) -> RMSprop:
+    """pSGLD's RMSprop preconditioner (Li et al. 2016), adapted every step, on the mean
+    minibatch gradient ∇Ũ/n (``grad_scale`` = 1/n at bind)."""
+    return RMSprop(alpha, eps, grad_scale)
 
 
 def layerwise(

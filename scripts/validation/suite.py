@@ -193,7 +193,7 @@ def _prior_mlp_case(depth: int, temperature: float) -> Case:
         sgld_step=5e-4,
         sgld_steps=80_000,
         sgld_thin=100,
-        psgld_step=5e-4,
+        psgld_step=5e-6,  # G ≈ n/|∇Ũ| (Li et al.'s statistic on ∇Ũ/n): 5e-4 / n
         entropy_eta=0.05,
         wenzel_cycle=100,
     )
@@ -224,7 +224,7 @@ def suite() -> list[Case]:
             sgld_step=1e-4,
             sgld_steps=40_000,
             sgld_thin=10,
-            psgld_step=5e-3,
+            psgld_step=5e-5,
             entropy_eta=3e-3,
             wenzel_cycle=20,
             sgnht_diffusion=100.0,
@@ -272,7 +272,7 @@ def suite() -> list[Case]:
         sgld_step=3e-3,
         sgld_steps=200_000,
         sgld_thin=50,
-        psgld_step=3e-3,
+        psgld_step=6.6e-6,
         entropy_eta=0.02,
         wenzel_cycle=25,
     )
@@ -292,7 +292,7 @@ def suite() -> list[Case]:
         sgld_step=2e-6,
         sgld_steps=640_000,  # at 80,000 steps SGLD's predictive mean was 0.21 sd from NUTS's
         sgld_thin=800,
-        psgld_step=2e-6,
+        psgld_step=2e-8,
         entropy_eta=0.01,
         wenzel_cycle=20,
     )

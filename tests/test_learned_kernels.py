@@ -15,8 +15,9 @@ import bdl
 from bdl.kernels import elementwise_mlp
 from bdl.kernels.elementwise_mlp import init_mlp, load_meta_params, save_meta_params
 from bdl.kernels.kinetic_l2e import init_kinetic_l2e_params, kinetic_l2e
-from bdl.kernels.l2e import EMA_DECAYS, features, init_l2e_params, l2e
+from bdl.kernels.l2e import EMA_DECAYS, features, init_l2e_params, l2e, learned_field
 from bdl.kernels.nnsghmc import NNSGHMCRecipe, init_nnsghmc_params, nnsghmc
+from bdl.kernels.recipe import Context, Recipe
 from bdl.kernels.sghmc import sghmc
 
 MEAN = np.array([1.0, -1.0, 0.5])
@@ -126,6 +127,83 @@ def test_nnsghmc_and_kinetic_l2e_with_zero_outputs_are_sghmc():
     for kernel in (nn, kin):
         got = _positions(run_steps(kernel, quartic_energy, 10))
         np.testing.assert_allclose(np.stack(got), np.stack(reference), rtol=0, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------- one-pass forms
+# The kernels compute their networks' values and derivatives in one forward pass; each must equal
+# the plain definition (autodiff of g, the generic Γ, features + map_tree) to float rounding.
+TREE = {"w": jnp.linspace(-1.0, 1.5, 12).reshape(3, 4), "b": jnp.array([0.3, -0.7, 2.0])}
+
+
+def _random_tree(seed, scale=1.0):
+    keys = jax.random.split(jax.random.key(seed), 2)
+    return {
+        name: scale * jax.random.normal(k, x.shape)
+        for (name, x), k in zip(sorted(TREE.items()), keys, strict=True)
+    }
+
+
+def _assert_trees_close(got, want, rtol=1e-5, atol=1e-6):
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "softplus"])
+def test_map_tree_with_partials_is_the_elementwise_jvp(activation):
+    net = init_mlp(jax.random.key(0), (3, 10, 7, 2), activation=activation)
+    u, x, p = jnp.asarray(0.7), _random_tree(1), _random_tree(2, 0.5)
+    outs, partials = net.map_tree_with_partials(u, x, p, wrt=(0, 1))
+    _assert_trees_close(outs, net.map_tree(u, x, p), rtol=1e-6, atol=1e-7)
+    _, du = jax.jvp(lambda v: net.map_tree(v, x, p), (u,), (jnp.ones(()),))
+    ones = jax.tree.map(jnp.ones_like, x)
+    _, dx = jax.jvp(lambda v: net.map_tree(u, v, p), (x,), (ones,))
+    _assert_trees_close(partials[0], du)
+    _assert_trees_close(partials[1], dx)
+    with pytest.raises(ValueError, match="wrt"):
+        net.map_tree_with_partials(u, x, p, wrt=(3,))
+
+
+def test_kinetic_l2e_kinetic_grad_is_the_gradient_of_g():
+    recipe = kinetic_l2e(0.05, meta_params=init_kinetic_l2e_params(4, final_scale=1.0)).recipe
+    z = {"theta": _random_tree(3, 2.0), "r": _random_tree(4)}
+    _assert_trees_close(recipe.kinetic_grad(z), jax.grad(recipe.kinetic)(z))
+
+
+@pytest.mark.parametrize("q_bound", [4.0, None])
+def test_nnsghmc_gamma_equals_the_generic_derivation(q_bound):
+    """NNSGHMC writes Γ out; Recipe.evaluate derives it by forward-mode autodiff of D and Q."""
+    kernel = nnsghmc(
+        0.01,
+        meta_params=init_nnsghmc_params(3, final_scale=1.0),
+        q_bound=q_bound,
+        alpha=0.7,
+        num_data=50.0,
+        energy_scale=0.3,
+        momentum_scale=1.7,
+        grad_scale=0.5,
+        d_scale=1.3,
+    )
+    recipe = kernel.recipe
+    z = {"theta": _random_tree(5), "r": _random_tree(6, 2.0)}
+    ctx = Context(jnp.asarray(37.0), _random_tree(7, 3.0))
+    got, want = recipe.evaluate(z, ctx), Recipe.evaluate(recipe, z, ctx)
+    assert float(jnp.max(jnp.abs(want.gamma["r"]["w"]))) > 0.1  # Γ is not trivially zero
+    _assert_trees_close(got, want)
+
+
+def test_l2e_field_equals_features_then_network():
+    net = init_l2e_params(5, final_scale=1.0)["net"]
+    scales = [1e-3, 1.0, 30.0, 2.0, 5.0, 1e2, 0.1, 7.0, 1e-5]
+    grad, theta, r, *emas = [_random_tree(10 + k, s) for k, s in enumerate(scales)]
+    alpha, beta = learned_field(net, theta, r, grad, tuple(emas))
+    head_a, head_b = net.map_tree(*features(theta, r, grad, tuple(emas)))
+    _assert_trees_close(alpha, jax.tree.map(lambda h, g: _rms(g) * h, head_a, grad))
+    _assert_trees_close(beta, jax.tree.map(lambda h, m: m + _rms(m) * h, head_b, r))
+
+
+def _rms(x):
+    return jnp.sqrt(jnp.mean(x**2) + 1e-30)
 
 
 # ---------------------------------------------------------------------------- L2E features

@@ -92,6 +92,11 @@ class ElementwiseMLP(eqx.Module):
             acc = acc + w[k][expand] * jnp.asarray(x)
         return acc
 
+    def after_first_layer(self, pre: jax.Array) -> jax.Array:
+        """The network from its first layer's pre-activations ``(hidden, *coordinates)`` (its
+        first affine map Σ_k W_k·x_k + b computed by the caller) to ``(*coordinates, out)``."""
+        return self._layers(pre)
+
     def _layers(self, h: jax.Array) -> jax.Array:
         """Hidden layers and the output layer on ``(units, *coordinates)``; returns
         ``(*coordinates, out)``."""
@@ -100,42 +105,97 @@ class ElementwiseMLP(eqx.Module):
             h = jnp.tensordot(w, act(h), axes=(0, 0)) + b[(slice(None),) + (None,) * (h.ndim - 1)]
         return jnp.moveaxis(h, 0, -1)
 
+    def _layers_with_partials(self, h: jax.Array, partials: jax.Array) -> tuple[jax.Array, ...]:
+        """:meth:`_layers` carrying K input partials: ``h`` is ``(units, *coordinates)`` and
+        ``partials`` ``(units, K, *coordinates)`` (or broadcastable), the first layer's ∂h/∂x_j.
+
+        The chain rule through an elementwise network is local: ∂a/∂x_j = act'(h)·∂h/∂x_j, then
+        a linear layer maps values and partials alike. Values and partials are stacked on one
+        axis so that each layer is ONE matrix product over (1 + K)·N columns, and act' comes from
+        the same forward pass (a JVP of the activation on a ones tangent). Returns
+        ``(*coordinates, out)`` values and ``(*coordinates, out, K)`` partials.
+        """
+        act = ACTIVATIONS[self.activation]
+        shape = jnp.broadcast_shapes(jnp.shape(h)[1:], jnp.shape(partials)[2:])
+        h = jnp.broadcast_to(h, jnp.shape(h)[:1] + shape)
+        for w, b in zip(self.weights[1:], self.biases[1:], strict=True):
+            a, slope = jax.jvp(act, (h,), (jnp.ones_like(h),))
+            stacked = jnp.concatenate([a[:, None], slope[:, None] * partials], axis=1)
+            out = jnp.tensordot(w, stacked, axes=(0, 0))
+            h = out[:, 0] + b[(slice(None),) + (None,) * (h.ndim - 1)]
+            partials = out[:, 1:]
+        return jnp.moveaxis(h, 0, -1), jnp.moveaxis(partials, (0, 1), (-2, -1))
+
     def map_tree(self, *inputs: Any) -> tuple[PyTree, ...]:
         """Apply to per-coordinate features given as θ-shaped pytrees or global scalars.
 
         Returns ``out_features`` pytrees shaped like the (first) pytree input: output k at
         coordinate i is MLP(x₁ᵢ, …, x_Fᵢ)_k.
         """
+        flat, unflatten = self._flatten(inputs)
+        out = self._layers(self._first(flat))
+        return tuple(unflatten(out[..., k]) for k in range(self.out_features))
+
+    def map_tree_with_partials(
+        self, *inputs: Any, wrt: Sequence[int]
+    ) -> tuple[tuple[PyTree, ...], tuple[tuple[PyTree, ...], ...]]:
+        """:meth:`map_tree` and the partial derivatives of its outputs in the inputs ``wrt``.
+
+        The network acts on each coordinate alone, so its Jacobian in a pytree input is diagonal
+        and ∂outₖ,ᵢ/∂xⱼ,ᵢ is all there is; for a global scalar input xⱼ the partial is still one
+        number per coordinate. Returns ``(outputs, partials)`` with ``partials[m][k]`` =
+        ∂outₖ/∂x_{wrt[m]}, each shaped like the outputs. One forward pass computes all of them
+        (:meth:`_layers_with_partials`): no Jacobian, no reverse pass, and for a 1-input network
+        value and derivative cost one stacked pass instead of a forward and a backward one.
+        """
+        wrt = tuple(int(j) for j in wrt)
+        if not wrt or any(j < 0 or j >= self.in_features for j in wrt):
+            raise ValueError(
+                f"wrt must name inputs 0..{self.in_features - 1} of this MLP; got {wrt}."
+            )
+        flat, unflatten = self._flatten(inputs)
+        h = self._first(flat)
+        first = self.weights[0][jnp.asarray(wrt)].T  # (units, K): ∂h/∂x_j of the first layer
+        partials = first[(...,) + (None,) * (h.ndim - 1)]
+        out, d_out = self._layers_with_partials(h, partials)
+        outputs = tuple(unflatten(out[..., k]) for k in range(self.out_features))
+        grads = tuple(
+            tuple(unflatten(d_out[..., k, m]) for k in range(self.out_features))
+            for m in range(len(wrt))
+        )
+        return outputs, grads
+
+    def _flatten(self, inputs: Sequence[Any]) -> tuple[list[Any], Callable[[jax.Array], PyTree]]:
+        """Inputs as one flat vector per pytree feature (scalars kept), and the map from a flat
+        per-coordinate array back to the (first) pytree input's structure.
+
+        With several leaves the leaves are concatenated, so the network appears once in the
+        compiled program, not once per leaf (compile time independent of the number of leaves).
+        """
         if len(inputs) != self.in_features:
             raise ValueError(f"this MLP takes {self.in_features} features; got {len(inputs)}.")
         ref = next((x for x in inputs if not _is_scalar(x)), None)
         if ref is None:
-            out = self._layers(self._first(inputs))
-            return tuple(out[..., k] for k in range(self.out_features))
+            return list(inputs), lambda out: out
         leaves, treedef = jax.tree.flatten(ref)
         if len(leaves) == 1:
             flat = [x if _is_scalar(x) else treedef.flatten_up_to(x)[0] for x in inputs]
-            out = self._layers(self._first(flat))
-            return tuple(
-                jax.tree.unflatten(treedef, [out[..., k]]) for k in range(self.out_features)
-            )
-        # one MLP over all coordinates: the network appears once in the compiled program, not
-        # once per leaf (compile time independent of the number of leaves)
+            return flat, lambda out: jax.tree.unflatten(treedef, [out])
         flat = [
             x
             if _is_scalar(x)
             else jnp.concatenate([jnp.ravel(v) for v in treedef.flatten_up_to(x)])
             for x in inputs
         ]
-        out = self._layers(self._first(flat))
-        splits = np.cumsum([int(np.size(v)) for v in leaves])[:-1]
-        parts = jnp.split(out, splits, axis=0)
-        return tuple(
-            jax.tree.unflatten(
-                treedef, [p[:, k].reshape(jnp.shape(v)) for p, v in zip(parts, leaves, strict=True)]
+        splits = [int(s) for s in np.cumsum([int(np.size(v)) for v in leaves])[:-1]]
+
+        def unflatten(out: jax.Array) -> PyTree:
+            parts = jnp.split(out, splits, axis=0)
+            return jax.tree.unflatten(
+                treedef, [p.reshape(jnp.shape(v)) for p, v in zip(parts, leaves, strict=True)]
             )
-            for k in range(self.out_features)
-        )
+
+        return flat, unflatten
 
 
 def _is_scalar(x: Any) -> bool:

@@ -80,6 +80,20 @@ class KineticL2ERecipe(UnitMassMomentum):
             for r, m in zip(jax.tree.leaves(z["r"]), jax.tree.leaves(f), strict=True)
         )
 
+    def kinetic_grad(self, z: State) -> State:
+        """∇g = (−(r − f_φ(θ))·f_φ'(θ), r − f_φ(θ)), exactly the gradient of :meth:`kinetic`.
+
+        f_φ acts on each θᵢ alone, so ∂f_φ(θ)ᵢ/∂θᵢ is its only non-zero derivative: f_φ and f_φ'
+        come from one forward pass that carries the derivative beside the value
+        (:meth:`ElementwiseMLP.map_tree_with_partials`), instead of a forward and a reverse pass
+        through the network. θ does not move between the two half-steps of
+        :class:`SymplecticEuler`, so the pass is shared between them.
+        """
+        (f,), ((df,),) = self.net.map_tree_with_partials(z["theta"], wrt=(0,))
+        beta = jax.tree.map(jnp.subtract, z["r"], f)
+        alpha = jax.tree.map(lambda b, d: -b * d, beta, df)
+        return {"theta": alpha, "r": beta}
+
     def init_aux(self, position: PyTree, key: jax.Array) -> State:
         if self.init_momentum == "zero":
             return {"r": jax.tree.map(jnp.zeros_like, position)}

@@ -310,5 +310,5 @@ def test_validate_refuses_an_augmented_model(signals) -> None:
         batch_size=16,
     )
     kernel = bdl.kernels.get("sghmc", learning_rate=0.01, momentum=0.9)
-    with pytest.raises(ValueError, match="Jensen posterior.*without augment="):
+    with pytest.raises(ValueError, match=r"Jensen posterior.*without augment="):
         bdl.validate(compiled, kernel, num_steps=10)

@@ -63,6 +63,7 @@ def test_interrupt_keeps_collected_draws(target, monkeypatch):
     first draws of the uninterrupted run. Calls are kept short (one draw each) so that the
     interruption comes after four draws."""
     monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 4)
+    monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
     monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
     real = run_module._run_chunk
     calls = {"draws": 0}
@@ -88,6 +89,7 @@ def test_call_sizes_do_not_change_draws(target, monkeypatch):
     """Calls of one step, or of part of a draw, give the draws of calls of many draws."""
     whole = _run(target)
     monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 3)  # 3 steps: draws of 4 split
+    monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
     monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
     split = _run(target)
     np.testing.assert_array_equal(whole.positions["net"]["w"], split.positions["net"]["w"])

@@ -167,6 +167,7 @@ def test_without_kept_draws_memory_does_not_grow_with_the_draws(
 ):
     monkeypatch.setattr(stream_io, "PART_BYTES", 1)  # a part after every call
     monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 25)
+    monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
     monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
     peaks, results = [], []
     for num_steps in (300, 1_300):
@@ -182,6 +183,7 @@ def test_without_kept_draws_memory_does_not_grow_with_the_draws(
         monkeypatch.undo()
         monkeypatch.setattr(stream_io, "PART_BYTES", 1)
         monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 25)
+        monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
         monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
     assert peaks[0] == peaks[1]  # 40 or 240 draws per chain: the same bytes held
     # the scores do not depend on whether the draws were kept
@@ -219,6 +221,7 @@ def test_streamed_draws_are_bitwise_the_in_memory_ones(target, tmp_path, monkeyp
     from disk. Entropy-MCMC collects an extra (its guide); adapted SGHMC has adapted values."""
     monkeypatch.setattr(stream_io, "PART_BYTES", 1)
     monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 25)
+    monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
     monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
     kernel = {
         "entropy": lambda: bdl.kernels.get("entropy", base="sgld", step_size=1e-3),
@@ -246,6 +249,7 @@ def test_a_streamed_scored_run_resumes_to_the_uninterrupted_results(
     real = run_module._run_chunk
     monkeypatch.setattr(stream_io, "PART_BYTES", 1)
     monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 23)
+    monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
     monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
     settings = dict(keep_draws=False, evaluate=RunningBMA(batch_size=7))
 

@@ -42,6 +42,7 @@ from bdl.sampling.provenance import run_meta
 from bdl.sampling.samples import Samples
 from bdl.sampling.stream import StreamWriter
 from bdl.sampling.stream import check_directory as check_stream
+from bdl.utils.rng import initialisation_draws
 
 PyTree = Any
 _CHUNK_BYTES = 128 * 2**20  # host-transfer buffer per chunk
@@ -660,7 +661,8 @@ class Chains(NamedTuple):
 def _setup(target: Target, kernel: Kernel, key: jax.Array, num_chains: int, init: Any) -> Any:
     """Initial positions, kernel states, minibatch streams and chain keys, in one compilation."""
     k_init, k_kernel, k_batch, k_run = jax.random.split(key, 4)
-    positions = target.init_positions(k_init, num_chains, init)
+    with initialisation_draws():
+        positions = target.init_positions(k_init, num_chains, init)
     states = jax.vmap(kernel.init)(positions, jax.random.split(k_kernel, num_chains))
     streams = jax.vmap(target.init_batches)(jax.random.split(k_batch, num_chains))
     status = Status(jnp.zeros((num_chains,), bool), jnp.full((num_chains,), -1, jnp.int32))

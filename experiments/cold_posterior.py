@@ -1,0 +1,324 @@
+"""Cold posteriors (Wenzel et al. 2020, Fig. 1 and Sec. 5): does T = 1 lose to a cold T?
+
+For every augmentation setting, temperature T and seed, the SG-MCMC posterior of the model is
+sampled with the paper's kernel (``wenzel``: symplectic-Euler Langevin, layerwise
+preconditioning, cosine cycles with one draw per cycle) and its Bayesian model average is scored
+on the test split: accuracy, NLL and ECE. The same for an SGD point estimate (``optax.sgd`` with
+momentum on the mean minibatch loss, the same epochs). Every sampling run also reports its
+kinetic temperatures (share of the per-layer T̂_K inside their 99 % χ² band, ideally ≈ 0.99) and
+its configurational temperature T̂_C / T (ideally ≈ 1): the evidence that the run simulated the
+posterior at T accurately (App. I).
+
+    python experiments/cold_posterior.py [--quick] [--fresh] [--config FILE]
+
+Settings are fixed in ``experiments/cold_posterior.toml`` before the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any
+
+from _harness import (
+    Progress,
+    Results,
+    command_line,
+    environment,
+    load_config,
+    main_guard,
+    mean_se,
+    parse_args,
+    pm,
+    results_path,
+    write_page,
+)
+
+NAME = "cold_posterior"
+
+
+def build_target(config: dict[str, Any], augmentation: str, temperature: float | None) -> Any:
+    """The compiled model for one augmentation setting at temperature T (None: the file's)."""
+    import bdl
+    from bdl.model_files import load_spec
+
+    options = {**config["model"].get("options", {}), **config["augmentation"][augmentation]}
+    spec = load_spec(config["model"]["name"], **options)
+    model = spec.model
+    if temperature is not None:
+        model = dataclasses.replace(model, temperature=float(temperature))
+    return bdl.compile(model, spec.data, batch_size=config["model"]["batch_size"])
+
+
+def scores(target: Any, positions: Any) -> dict[str, float]:
+    """BMA accuracy, NLL and ECE on the test split; ``positions`` has one leading draw axis."""
+    import jax.numpy as jnp
+
+    import bdl
+    from bdl.evaluation import test_metrics
+
+    out = test_metrics(target, positions)
+    probs = target.predict(positions, target.x_test)
+    out["ece"] = float(bdl.metrics.expected_calibration_error(probs, jnp.asarray(target.y_test)))
+    return out
+
+
+def sampling_run(config: dict[str, Any], target: Any, temperature: float, seed: int) -> dict:
+    import jax
+    import numpy as np
+
+    import bdl
+    from bdl.diagnostics.temperatures import temperature_report
+
+    s = config["sampler"]
+    epoch = target.num_batches
+    kernel = bdl.kernels.get(
+        "wenzel",
+        learning_rate=s["learning_rate"],
+        momentum=s["momentum"],
+        cycle_length=s["cycle_length"],
+        sampling_start=s["sampling_start"],
+        collect_momentum=True,
+    )
+    start = time.perf_counter()
+    samples = bdl.sample(
+        target,
+        kernel,
+        num_steps=s["epochs"] * epoch,
+        num_chains=s["num_chains"],
+        seed=seed,
+        progress=False,
+    )
+    seconds = time.perf_counter() - start
+    healthy = samples.healthy_chains
+    if healthy.size == 0:
+        return {"diverged": True, "seconds": seconds}
+    keep = lambda tree: jax.tree.map(lambda a: np.asarray(a)[healthy], tree)  # noqa: E731
+    positions = keep(samples.positions)
+    flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), positions)
+    grads = jax.vmap(lambda p: target.energy_and_grad(p)[1])(flat)
+    report = temperature_report(
+        momentum=jax.tree.map(
+            lambda a: a.reshape(-1, *a.shape[2:]), keep(samples.extra["momentum"])
+        ),
+        mass=jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), keep(samples.extra["mass"])),
+        position=flat,
+        grad=jax.device_get(grads),
+        temperature=temperature,
+        batch_ndim=1,
+    )
+    return {
+        **scores(target, flat),
+        "draws": int(jax.tree.leaves(flat)[0].shape[0]),
+        "diverged_chains": int(np.asarray(samples.diverged).sum()),
+        "kinetic_inside": report.fraction_inside,
+        "configurational_ratio": report.mean_configurational / temperature,
+        "seconds": seconds,
+    }
+
+
+def sgd_run(config: dict[str, Any], target: Any, seed: int) -> dict:
+    import jax
+    import optax
+
+    from bdl.optimise import minimise
+
+    g = config["sgd"]
+    optimizer = optax.sgd(g["learning_rate"], momentum=g["momentum"])
+    key_init, key_run = jax.random.split(jax.random.key(seed))
+    start_position = jax.tree.map(lambda a: a[0], target.init_positions(key_init, 1))
+    begin = time.perf_counter()
+    steps = g["epochs"] * target.num_batches
+    params = jax.jit(lambda p, k: minimise(target, optimizer, p, k, steps))(start_position, key_run)
+    seconds = time.perf_counter() - begin
+    return {**scores(target, jax.tree.map(lambda a: a[None], params)), "seconds": seconds}
+
+
+def run() -> int:
+    args = parse_args(NAME, __doc__.split("\n\n")[0])
+    config = load_config(args.config, args.quick)
+    e = config["experiment"]
+    results = Results(results_path(args, NAME), config, fresh=args.fresh)
+    units = [
+        (aug, t, seed)
+        for aug in e["augmentations"]
+        for t in [*e["temperatures"], "sgd"]
+        for seed in e["seeds"]
+    ]
+    progress = Progress(len(units))
+    targets: dict[tuple[str, Any], Any] = {}
+    for aug, t, seed in units:
+        key = f"{aug}/{t}/{seed}"
+        if key in results:
+            progress.step(key, skipped=True)
+            continue
+        temperature = 1.0 if t == "sgd" else float(t)
+        if (aug, temperature) not in targets:
+            targets[(aug, temperature)] = build_target(config, aug, temperature)
+        target = targets[(aug, temperature)]
+        if t == "sgd":
+            record = sgd_run(config, target, seed)
+        else:
+            record = sampling_run(config, target, temperature, seed)
+        results.add(key, {"augmentation": aug, "temperature": t, "seed": seed, **record})
+        progress.step(f"{key}: {summary(record)}")
+    figure = figure_path(args)
+    plot(config, results.values(), figure)
+    write_page(args, NAME, page(args, config, results.values(), figure.name))
+    return 0
+
+
+def figure_path(args: Any) -> Any:
+    return args.pages / "img" / (f"{NAME}-quick.png" if args.quick else f"{NAME}.png")
+
+
+def plot(config: dict, records: list[dict], path: Any) -> None:
+    """Accuracy and NLL against T (log scale) per augmentation, SGD as a horizontal line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    e = config["experiment"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for ax, metric in zip(axes, ("accuracy", "nll"), strict=True):
+        for i, aug in enumerate(e["augmentations"]):
+            rows = [
+                (
+                    t,
+                    mean_se(
+                        r[metric]
+                        for r in records
+                        if r["augmentation"] == aug
+                        and r["temperature"] == t
+                        and not r.get("diverged")
+                    ),
+                )
+                for t in e["temperatures"]
+            ]
+            rows = [(t, m, se) for t, (m, se) in rows if not math.isnan(m)]
+            if rows:
+                ts, ms, ses = zip(*rows, strict=True)
+                ses = [0.0 if math.isnan(v) else v for v in ses]
+                ax.errorbar(ts, ms, yerr=ses, marker="o", ms=3, capsize=2, label=f"SG-MCMC, {aug}")
+            sgd, _ = mean_se(
+                r[metric] for r in records if r["augmentation"] == aug and r["temperature"] == "sgd"
+            )
+            if not math.isnan(sgd):
+                ax.axhline(sgd, color=f"C{i}", ls="--", lw=1, label=f"SGD, {aug}")
+        ax.set_xscale("log")
+        ax.set_xlabel("temperature T")
+        ax.set_ylabel("test " + ("accuracy" if metric == "accuracy" else "NLL"))
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def summary(record: dict) -> str:
+    if record.get("diverged"):
+        return "all chains diverged"
+    return f"acc {record['accuracy']:.3f}, NLL {record['nll']:.3f}, {record['seconds']:.0f} s"
+
+
+def verdict(config: dict, records: list[dict]) -> str:
+    """One sentence: is T = 1 worse than the best cold T (by more than two standard errors)?"""
+    temps = [t for t in config["experiment"]["temperatures"] if t < 1.0]
+    sentences = []
+    for aug in config["experiment"]["augmentations"]:
+
+        def nll(t: Any, aug: str = aug) -> tuple[float, float]:
+            return mean_se(
+                r["nll"]
+                for r in records
+                if r["augmentation"] == aug and r["temperature"] == t and not r.get("diverged")
+            )
+
+        warm, warm_se = nll(1.0)
+        cold = [(nll(t), t) for t in temps]
+        cold = [c for c in cold if not math.isnan(c[0][0])]
+        if math.isnan(warm) or not cold:
+            sentences.append(f"{aug}: not enough runs")
+            continue
+        (best, best_se), best_t = min(cold)
+        gap = warm - best
+        se = math.hypot(warm_se if not math.isnan(warm_se) else 0.0, best_se or 0.0)
+        if se > 0 and gap > 2 * se:
+            sentences.append(
+                f"{aug}: T = 1 loses to T = {best_t:g} (NLL {warm:.3f} vs {best:.3f}, "
+                f"gap {gap:.3f} ± {se:.3f})"
+            )
+        else:
+            sentences.append(
+                f"{aug}: no cold posterior effect beyond two standard errors (NLL at T = 1 "
+                f"{warm:.3f}, best cold T = {best_t:g} {best:.3f})"
+            )
+    effect = [("loses" in s) for s in sentences]
+    word = "reproduced" if all(effect) else "partly" if any(effect) else "not reproduced"
+    return f"**{word}** at this scale — " + "; ".join(sentences) + "."
+
+
+def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
+    e, s, g = config["experiment"], config["sampler"], config["sgd"]
+    total_min = sum(r.get("seconds", 0.0) for r in records) / 60
+    lines = [
+        "# Cold posteriors" + (" (quick run)" if args.quick else ""),
+        "",
+        "Wenzel et al. (2020, Fig. 1 and Sec. 5) report that the SG-MCMC posterior of deep "
+        "networks predicts better when tempered to T ≪ 1, and discuss data augmentation as one "
+        "cause. This experiment samples the posterior at each T with and without augmentation.",
+        "",
+        f"**Verdict:** {verdict(config, records)}",
+        "",
+        "## Setup",
+        "",
+        f"- Model: `{config['model']['name']}` (options {config['model'].get('options', {})}), "
+        f"minibatch {config['model']['batch_size']}; augmentation settings "
+        + ", ".join(f"`{a}` = {config['augmentation'][a]}" for a in e["augmentations"])
+        + ".",
+        f"- Sampler: `wenzel` (ℓ = {s['learning_rate']}, β = {s['momentum']}, layerwise "
+        f"preconditioner, cosine cycles of {s['cycle_length']} epochs from epoch "
+        f"{s['sampling_start']}, one draw per cycle), {s['epochs']} epochs, "
+        f"{s['num_chains']} chain(s) per seed.",
+        f"- SGD: `optax.sgd({g['learning_rate']}, momentum={g['momentum']})` on the mean "
+        f"minibatch loss, {g['epochs']} epochs, T = 1 model.",
+        f"- Seeds {e['seeds']}; tables give mean ± standard error over seeds.",
+        f"- Command: `{command_line(NAME, args)}`; {total_min:.1f} min of runs; {environment()}.",
+        "",
+        "## Results",
+        "",
+        f"![accuracy and NLL against T](img/{figure})",
+        "",
+    ]
+    for aug in e["augmentations"]:
+        lines += [
+            f"### Augmentation: `{aug}`",
+            "",
+            "| T | accuracy | NLL | ECE | T̂_K in 99 % band | T̂_C / T | draws | diverged |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for t in [*e["temperatures"], "sgd"]:
+            rs = [
+                r
+                for r in records
+                if r["augmentation"] == aug and r["temperature"] == t and not r.get("diverged")
+            ]
+            if not rs:
+                continue
+            label = "SGD" if t == "sgd" else f"{t:g}"
+            kin = pm((r["kinetic_inside"] for r in rs if "kinetic_inside" in r), 2)
+            conf = pm((r["configurational_ratio"] for r in rs if "configurational_ratio" in r), 2)
+            draws = sum(r.get("draws", 1) for r in rs)
+            div = sum(r.get("diverged_chains", 0) for r in rs)
+            lines.append(
+                f"| {label} | {pm(r['accuracy'] for r in rs)} | {pm(r['nll'] for r in rs)} | "
+                f"{pm(r['ece'] for r in rs)} | {kin} | {conf} | {draws} | {div} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main_guard(run)

@@ -105,9 +105,10 @@ def test_running_bma_equals_the_bma_of_the_kept_draws(target, kept):
 
 def test_running_bma_of_a_regressor_is_the_mixture_density_and_mean():
     target = regressor()
-    s = bdl.sample(target, bdl.kernels.sgld(1e-3), **RUN, evaluate=RunningBMA(batch_size=8))
+    one_chain = {**RUN, "num_chains": 1}  # stepped without a chain axis
+    s = bdl.sample(target, bdl.kernels.sgld(1e-3), **one_chain, evaluate=RunningBMA(batch_size=8))
     ev = s.evaluation
-    assert sorted(ev.metrics) == ["nll", "rmse"]
+    assert list(ev.metrics) == ["rmse", "nll"] and (ev.chains == 1).all()
     y = target.y_test
     for j in (1, 3, s.num_draws):
         draws = first_draws(s, j, slice(None))
@@ -186,6 +187,8 @@ def test_without_kept_draws_memory_does_not_grow_with_the_draws(
         monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
         monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
     assert peaks[0] == peaks[1]  # 40 or 240 draws per chain: the same bytes held
+    with pytest.raises(ValueError, match="hold no draws"):
+        bma_curve(target, results[0])
     # the scores do not depend on whether the draws were kept
     short = results[0].evaluation
     np.testing.assert_array_equal(curve(short), curve(kept.evaluation))

@@ -9,6 +9,8 @@ every few steps of SGHMC, as Chen, Fox & Guestrin (2014, Sec. 5) resample weight
 The precisions are ``position["hyper"]["precision"][layer]["precision"]`` (as log λ_l).
 """
 
+import dataclasses
+
 import flax.linen as nn
 import numpyro.distributions as dist
 
@@ -28,9 +30,18 @@ class MLP(nn.Module):
 
 
 def build(
-    width: int = 100, depth: int = 2, temperature: float = 1.0, batch_size: int = 32
+    width: int = 100,
+    depth: int = 2,
+    temperature: float = 1.0,
+    batch_size: int = 32,
+    n_train: int | None = None,
 ) -> bdl.ModelSpec:
+    """``n_train``: keep only the first n training images (all 1,437 by default)."""
     data = digits()
+    if n_train is not None:
+        data = dataclasses.replace(
+            data, x_train=data.x_train[:n_train], y_train=data.y_train[:n_train]
+        )
     prior = bdl.ByPath(
         {
             "kernel": bdl.HierarchicalNormal(
@@ -58,6 +69,7 @@ def build(
         burn_in=2_000,
         thin=100,
         description=(
-            f"MLP {depth}x{width} ReLU on digits with a Gamma precision per layer (n=1437 train)"
+            f"MLP {depth}x{width} ReLU on digits with a Gamma precision per layer "
+            f"(n={data.n} train)"
         ),
     )

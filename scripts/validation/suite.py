@@ -365,7 +365,25 @@ def hierarchical_cases() -> list[Case]:
             20,
         ),
     }
+    # digits MLP 64-4-10 (d = 310 + 2 precisions) on the first 300 training images, full batch:
+    # NUTS on the whole set and a wider network takes hours on 2 CPU cores; function space
+    bnn = {
+        "sghmc": KernelRun({"step_size": 2e-3, "friction": 5.0}, 100_000, 10_000, 100),
+        "gibbs": KernelRun(
+            {"base": "sghmc", "every": 10, "step_size": 2e-3, "friction": 5.0},
+            100_000,
+            10_000,
+            100,
+        ),
+    }
     return [
+        Case(
+            "mlp_digits_hierarchical",
+            "mlp_digits_hierarchical",
+            {"width": 4, "depth": 1, "n_train": 300, "batch_size": 300},
+            "Digits MLP 64-4-10 with a Gamma precision per layer (n = 300, full batch), T = 1",
+            bnn,
+        ),
         Case(
             "eight_schools_noncentred",
             "eight_schools",
@@ -396,6 +414,9 @@ def hierarchical_cases() -> list[Case]:
             "ARD linear regression, diabetes (n = 353, d = 22, full batch), T = 1",
             ard,
             note=(
+                "SGHMC alone moves the ten log-precisions slowly (their posterior is wide and "
+                "prior-dominated): min ESS 43 in 80,000 steps. With exact Gibbs draws of the λ_j "
+                "every 10 steps the same SGHMC reaches ESS ≈ 2,200 and meets every threshold. "
                 "Full batch: with minibatches of 32 the gradient of the learned noise scale is "
                 "dominated by minibatch noise (its variance ≈ 2n²/B against a posterior "
                 "curvature ≈ 2n), which inflates log σ under SGHMC at h = 5e-3 (standardised "

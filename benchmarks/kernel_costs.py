@@ -15,8 +15,8 @@ steps of
     stepped exactly as ``step_overhead.py`` steps SGHMC (its scans are imported from it): same
     on-device minibatch gathering and gradient, ``Info`` left to dead-code elimination;
   * NNSGHMC with its correction Γ replaced by zeros (the same D(z), Q(z) and networks; its
-    recipe's ``evaluate`` drops Γ), so that the cost of exact Γ is isolated from the cost of the
-    learned D and Q.
+    recipe's ``evaluate`` evaluates the networks' values only and returns no Γ), so that the cost
+    of exact Γ is isolated from the cost of the learned D and Q.
 
 All scans are timed in interleaved rounds (one call of each per round) so background load hits
 them alike; a time is the median over ``--repeats`` rounds, a ratio the median of the per-round
@@ -219,7 +219,7 @@ def make_part_scans(compiled: Any, kernels: dict[str, Any], steps: int) -> dict[
         pieces[f"l2e: MLP {'-'.join(map(str, net.sizes))} alone"] = l2e_mlp
     if "kinetic-l2e" in kernels:
         rec_k = kernels["kinetic-l2e"].recipe
-        pieces["kinetic-l2e: ∇g (autodiff)"] = lambda th, r: _tree_sum(
+        pieces["kinetic-l2e: ∇g (f_φ, f_φ′ in one pass)"] = lambda th, r: _tree_sum(
             *rec_k.kinetic_grad({"theta": th, "r": r}).values()
         )
     if "nnsghmc" in kernels:

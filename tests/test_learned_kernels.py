@@ -149,9 +149,13 @@ def _assert_trees_close(got, want, rtol=1e-5, atol=1e-6):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize("activation", ["tanh", "softplus"])
-def test_map_tree_with_partials_is_the_elementwise_jvp(activation):
-    net = init_mlp(jax.random.key(0), (3, 10, 7, 2), activation=activation)
+@pytest.mark.parametrize(
+    ("sizes", "activation"),
+    [((3, 10, 7, 2), "tanh"), ((3, 10, 7, 2), "softplus"), ((3, 10, 2), "tanh")],
+)
+def test_map_tree_with_partials_is_the_elementwise_jvp(sizes, activation):
+    """Stacked layers (two hidden layers) and the unit-by-unit form (one hidden layer)."""
+    net = init_mlp(jax.random.key(0), sizes, activation=activation)
     u, x, p = jnp.asarray(0.7), _random_tree(1), _random_tree(2, 0.5)
     outs, partials = net.map_tree_with_partials(u, x, p, wrt=(0, 1))
     _assert_trees_close(outs, net.map_tree(u, x, p), rtol=1e-6, atol=1e-7)

@@ -126,6 +126,40 @@ class ElementwiseMLP(eqx.Module):
             partials = out[:, 1:]
         return jnp.moveaxis(h, 0, -1), jnp.moveaxis(partials, (0, 1), (-2, -1))
 
+    def _one_hidden_layer_with_partials(
+        self, inputs: Sequence[Any], wrt: tuple[int, ...]
+    ) -> tuple[list[jax.Array], list[list[jax.Array]]]:
+        """Values and partials of a network with one hidden layer, written unit by unit:
+
+            hⱼ = b₀ⱼ + Σₘ W₀ₘⱼ·xₘ,   outₖ = b₁ₖ + Σⱼ W₁ⱼₖ·act(hⱼ),
+            ∂outₖ/∂xₘ = Σⱼ W₁ⱼₖ·W₀ₘⱼ·act'(hⱼ).
+
+        Every term is elementwise in the coordinates, so XLA compiles the network into loop
+        fusions that keep the hidden units in registers: no ``(units, N)`` array is written and
+        read back, which is what a small network's matrix products cost on a CPU (the work is
+        memory-bound; the activations may be recomputed in each consumer, which costs less).
+        Returns lists over outputs, and over ``wrt`` then outputs, shaped like the inputs.
+        """
+        act = ACTIVATIONS[self.activation]
+        (w0, w1), (b0, b1) = self.weights, self.biases
+        units, n_out = int(w0.shape[1]), int(w1.shape[1])
+        outs: list[Any] = [b1[k] for k in range(n_out)]
+        partials: list[list[Any]] = [[0.0] * n_out for _ in wrt]
+        for j in range(units):
+            h = b0[j]
+            for m, x in enumerate(inputs):
+                h = h + w0[m, j] * x
+            a, slope = jax.jvp(act, (h,), (jnp.ones_like(h),))
+            for k in range(n_out):
+                outs[k] = outs[k] + w1[j, k] * a
+                for row, m in zip(partials, wrt, strict=True):
+                    row[k] = row[k] + w1[j, k] * (w0[m, j] * slope)
+        shape = jnp.broadcast_shapes(*(jnp.shape(x) for x in inputs))
+        return (
+            [jnp.broadcast_to(o, shape) for o in outs],
+            [[jnp.broadcast_to(p, shape) for p in row] for row in partials],
+        )
+
     def map_tree(self, *inputs: Any) -> tuple[PyTree, ...]:
         """Apply to per-coordinate features given as θ-shaped pytrees or global scalars.
 
@@ -146,7 +180,9 @@ class ElementwiseMLP(eqx.Module):
         number per coordinate. Returns ``(outputs, partials)`` with ``partials[m][k]`` =
         ∂outₖ/∂x_{wrt[m]}, each shaped like the outputs. One forward pass computes all of them
         (:meth:`_layers_with_partials`): no Jacobian, no reverse pass, and for a 1-input network
-        value and derivative cost one stacked pass instead of a forward and a backward one.
+        value and derivative cost one stacked pass instead of a forward and a backward one. A
+        network with one hidden layer is written out unit by unit instead
+        (:meth:`_one_hidden_layer_with_partials`).
         """
         wrt = tuple(int(j) for j in wrt)
         if not wrt or any(j < 0 or j >= self.in_features for j in wrt):
@@ -154,6 +190,12 @@ class ElementwiseMLP(eqx.Module):
                 f"wrt must name inputs 0..{self.in_features - 1} of this MLP; got {wrt}."
             )
         flat, unflatten = self._flatten(inputs)
+        if len(self.weights) == 2:
+            out, d_out = self._one_hidden_layer_with_partials(flat, wrt)
+            return (
+                tuple(unflatten(o) for o in out),
+                tuple(tuple(unflatten(d) for d in d_m) for d_m in d_out),
+            )
         h = self._first(flat)
         first = self.weights[0][jnp.asarray(wrt)].T  # (units, K): ∂h/∂x_j of the first layer
         partials = first[(...,) + (None,) * (h.ndim - 1)]

@@ -39,6 +39,8 @@ _EXPORTS: dict[str, str] = {
     "enable_compilation_cache": "bdl.compilation_cache",
     "linear_ramp": "bdl.dsl",
     "load_samples": "bdl.sampling",
+    "make_mesh": "bdl.sampling",
+    "merge_samples": "bdl.sampling",
     "sample": "bdl.sampling",
     "validate": "bdl.validation",
 }
@@ -69,6 +71,8 @@ __all__ = [
     "kernels",
     "linear_ramp",
     "load_samples",
+    "make_mesh",
+    "merge_samples",
     "metrics",
     "sample",
     "validate",
@@ -121,6 +125,6 @@ if TYPE_CHECKING:  # what type checkers and editors see
         StudentT,
         linear_ramp,
     )
-    from bdl.sampling import Samples, sample
+    from bdl.sampling import Samples, load_samples, make_mesh, merge_samples, sample
     from bdl.spec import ModelSpec
     from bdl.validation import validate

@@ -14,7 +14,15 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-from bdl.cli import check_cmd, demo, kernels_cmd, meta_train_cmd, sample_cmd, validate_cmd
+from bdl.cli import (
+    check_cmd,
+    demo,
+    kernels_cmd,
+    merge_cmd,
+    meta_train_cmd,
+    sample_cmd,
+    validate_cmd,
+)
 
 #: the exit statuses of every command (docs/cli.md)
 EXIT_OK = 0
@@ -45,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (demo, sample_cmd, kernels_cmd, check_cmd, validate_cmd, meta_train_cmd):
+    commands = (demo, sample_cmd, merge_cmd, kernels_cmd, check_cmd, validate_cmd, meta_train_cmd)
+    for command in commands:
         command.add_parser(sub)
     return parser
 

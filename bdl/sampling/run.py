@@ -203,7 +203,7 @@ def sample(
     if saved is not None:
         out_shape = jax.eval_shape(
             lambda: _run_chunk(
-                target, kernel, chains, chain_keys, *_ints(0, 0, 1), chunk, layout=layout
+                target, kernel, chains, chain_keys, *_ints(0, 0, 1), chunk, False, False, layout
             )[1]
         )
         treedef = jax.tree.structure(out_shape)
@@ -290,7 +290,7 @@ def _advance(
         stop = boundaries[bisect.bisect_right(boundaries, t)] if warming else burn_in
         n = min(budget, stop - t)
         chains, _ = _run_chunk(
-            target, kernel, loop.chains, chain_keys, *_ints(t, 1, n), chunk, warming, layout=layout
+            target, kernel, loop.chains, chain_keys, *_ints(t, 1, n), chunk, warming, False, layout
         )
         if not warming:
             chains = _located(target, kernel, loop.chains, chains, chain_keys, n, chunk, layout)
@@ -312,8 +312,9 @@ def _advance(
         draws, steps = min(budget // thin, chunk, (end - t) // thin), thin
     else:
         draws, steps = 1, min(budget, to_boundary)
+    lengths = _ints(t, draws, steps)
     chains, out = _run_chunk(
-        target, kernel, loop.chains, chain_keys, *_ints(t, draws, steps), chunk, layout=layout
+        target, kernel, loop.chains, chain_keys, *lengths, chunk, False, False, layout
     )
     chains = _located(target, kernel, loop.chains, chains, chain_keys, steps, chunk, layout)
     collected = loop.collected
@@ -731,8 +732,9 @@ def _locate_divergences(
             chain_keys,
             *_ints(start, 1, steps),
             buffer_size,
-            checked=True,
-            layout=layout,
+            False,
+            True,  # checked
+            layout,
         )
         found = jax.device_get(replay.status)
         here = fresh & (located - steps + 1 == start) & np.asarray(found.diverged)

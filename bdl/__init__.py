@@ -41,6 +41,8 @@ _EXPORTS: dict[str, str] = {
     "linear_ramp": "bdl.dsl",
     "load_samples": "bdl.sampling",
     "reference": "bdl.validation.reference_draws",
+    "make_mesh": "bdl.sampling",
+    "merge_samples": "bdl.sampling",
     "sample": "bdl.sampling",
     "validate": "bdl.validation",
 }
@@ -74,6 +76,8 @@ __all__ = [
     "layers",
     "linear_ramp",
     "load_samples",
+    "make_mesh",
+    "merge_samples",
     "metrics",
     "reference",
     "sample",
@@ -127,7 +131,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         StudentT,
         linear_ramp,
     )
-    from bdl.sampling import Samples, sample
+    from bdl.sampling import Samples, load_samples, make_mesh, merge_samples, sample
     from bdl.spec import ModelSpec
     from bdl.validation import validate
     from bdl.validation.reference_draws import reference

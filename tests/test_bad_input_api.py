@@ -183,6 +183,36 @@ SAMPLE = [
         ValueError,
         "mass {w: (5,)} does not fit the positions",
     ),
+    # devices and mesh: checked against this process's devices before anything compiles
+    case(
+        "devices zero", lambda e: _sample(e, devices=0), ValueError, "devices=0: this process has"
+    ),
+    case(
+        "devices more than there are",
+        lambda e: _sample(e, devices=len(jax.local_devices()) + 1),
+        ValueError,
+        f"give 1 to {len(jax.local_devices())}",
+    ),
+    case("devices a string", lambda e: _sample(e, devices="gpu"), TypeError, "devices must be"),
+    case(
+        "devices an empty list",
+        lambda e: _sample(e, devices=[]),
+        TypeError,
+        "a non-empty list of jax devices",
+    ),
+    case(
+        "devices and mesh",
+        lambda e: _sample(e, devices=1, mesh=bdl.make_mesh()),
+        ValueError,
+        "give devices= or mesh=, not both",
+    ),
+    case("mesh not a Mesh", lambda e: _sample(e, mesh=4), TypeError, "mesh must be a jax"),
+    case(
+        "mesh with other axis names",
+        lambda e: _sample(e, mesh=jax.make_mesh((1,), ("batch",))),
+        ValueError,
+        "bdl.sample uses axes named 'chain'",
+    ),
 ]
 
 VALIDATE = [

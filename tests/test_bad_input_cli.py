@@ -52,6 +52,15 @@ CASES = [
     ([*LR, "--hyper", "stepsize=1e-3"], 2, "stepsize"),
     ([*LR, "--option", "depth=3"], 2, "has no option(s) ['depth']"),
     ([*LR, "--option", "n"], 2, "--option expects KEY=VALUE"),
+    # devices and processes (this process has one CPU device)
+    ([*LR, "--devices", "2"], 2, "--devices 2: this process has 1 cpu device(s); give 1 to 1"),
+    ([*LR, "--devices", "0"], 2, "--devices 0: this process has 1"),
+    ([*LR, "--data-devices", "0"], 2, "--data-devices must be >= 1"),
+    ([*LR, "--devices", "1", "--data-devices", "2"], 2, "--data-devices 2 does not divide"),
+    ([*LR, "--coordinator", "host0:1234"], 2, "need --distributed"),
+    ([*LR, "--distributed", "--process-id", "0"], 2, "go together (give all three"),
+    (["merge", "{tmp}/missing.npz", "--out", "{tmp}/m.npz"], 2, "no such file: "),
+    (["merge", "{tmp}/syntax.py", "--out", "{tmp}/m.txt"], 2, ".txt"),
     # models and model files
     (["sample", "no_such_model", "--kernel", "sgld"], 2, "unknown model 'no_such_model'"),
     (["sample", "{tmp}/missing.py", "--kernel", "sgld"], 2, "does not exist"),
@@ -107,6 +116,7 @@ def nothing_runs(monkeypatch):
 
     monkeypatch.setattr("bdl.spec.ModelSpec.compile", forbidden)
     monkeypatch.setattr("bdl.sampling.sample", forbidden)
+    monkeypatch.setattr("bdl.sampling.merge_samples", forbidden)
     monkeypatch.setattr("bdl.validation.validate", forbidden)
     monkeypatch.setattr("bdl.validation.nuts_reference", forbidden)
     monkeypatch.setattr("bdl.kernels.check", forbidden)

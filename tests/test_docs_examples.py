@@ -26,6 +26,7 @@ RUNNABLE_DOCS = (
     "docs/augmentation.md",
     "docs/architecture.md",
     "docs/troubleshooting.md",
+    "docs/scaling.md",
 )
 MARKER = "<!-- runnable -->"
 README_RUN = "num_steps=5_000, burn_in=1_000, thin=100"

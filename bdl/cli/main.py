@@ -18,6 +18,7 @@ from bdl.cli import (
     check_cmd,
     demo,
     kernels_cmd,
+    merge_cmd,
     meta_train_cmd,
     reference_cmd,
     sample_cmd,
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = (
         demo,
         sample_cmd,
+        merge_cmd,
         kernels_cmd,
         check_cmd,
         validate_cmd,

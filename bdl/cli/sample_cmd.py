@@ -99,6 +99,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --evaluate: plot the test BMA against the number of draws into PNG",
     )
     p.add_argument(
+        "--devices",
+        type=int,
+        default=None,
+        metavar="N",
+        help="split the chains over N local devices (default: all, or 1 for a single chain)",
+    )
+    p.add_argument(
+        "--data-devices",
+        type=int,
+        default=1,
+        metavar="D",
+        help="of those, split each minibatch over D devices (default 1); the chains go over N/D",
+    )
+    p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="one process of a multi-process run: jax.distributed.initialize() finds the "
+        "coordinator (SLURM, Open MPI, ...; or --coordinator); each process runs its chains and "
+        "writes OUT with .process-I before the suffix (`bdl merge` joins them)",
+    )
+    p.add_argument(
+        "--coordinator",
+        default=None,
+        metavar="HOST:PORT",
+        help="with --distributed: the coordinator's address (process 0's host), with "
+        "--num-processes and --process-id, where no cluster manager sets them",
+    )
+    p.add_argument("--num-processes", type=int, default=None, help="with --coordinator")
+    p.add_argument("--process-id", type=int, default=None, help="with --coordinator")
+    p.add_argument(
         "--hyper",
         action="append",
         metavar="KEY=VALUE",
@@ -139,6 +169,9 @@ def run(args: argparse.Namespace) -> int:
     from bdl.sampling import checkpoint as checkpoint_io
     from bdl.sampling import stream as stream_io
 
+    processes = start_processes(args)
+    if processes is not None and args.out is not None:
+        args.out = process_path(args.out, *processes)
     if args.out is not None:
         check_output_path(args.out)  # before any work: a bad --out must not cost the run
     if args.curve is not None and args.curve.suffix.lower() not in (".png", ".pdf", ".svg"):
@@ -162,7 +195,10 @@ def run(args: argparse.Namespace) -> int:
     args.evaluate = args.evaluate or (args.no_keep_draws and args.stream_to is None)
     if args.curve is not None and not args.evaluate:
         raise ValueError("--curve plots the test BMA scored while sampling; add --evaluate.")
-    args.chains = 4 if args.chains is None else args.chains
+    mesh = device_mesh(args)
+    if args.chains is None:  # 4, or the next multiple of the devices the chains are split over
+        per = jax.process_count() * (1 if mesh is None else mesh.shape["chain"])
+        args.chains = -(-4 // per) * per
     args.seed = 0 if args.seed is None else args.seed
     if not args.checkpoint_every >= 0:
         raise ValueError(f"--checkpoint-every must be >= 0 seconds; got {args.checkpoint_every}.")
@@ -204,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
             keep_draws=not args.no_keep_draws,
             evaluate=args.evaluate,
             stream_to=args.stream_to,
+            mesh=mesh,
         )
     print(f"{samples} in {time.perf_counter() - start:.1f} s")
     if samples.interrupted:
@@ -265,6 +302,54 @@ def save_curve(evaluation: Any, path: Path, title: str) -> None:
     axes[0].figure.tight_layout()
     axes[0].figure.savefig(path)
     plt.close(axes[0].figure)
+
+
+def start_processes(args: argparse.Namespace) -> tuple[int, int] | None:
+    """``jax.distributed.initialize`` for ``--distributed``; (process index, count), or None."""
+    explicit = (args.coordinator, args.num_processes, args.process_id)
+    if not args.distributed:
+        if any(v is not None for v in explicit):
+            raise ValueError("--coordinator, --num-processes and --process-id need --distributed.")
+        return None
+    if any(v is not None for v in explicit) and any(v is None for v in explicit):
+        raise ValueError(
+            "--coordinator, --num-processes and --process-id go together (give all three, or "
+            "none to let jax.distributed.initialize() read them from the cluster manager)."
+        )
+    if args.coordinator is None:
+        jax.distributed.initialize()
+    else:
+        jax.distributed.initialize(args.coordinator, args.num_processes, args.process_id)
+    return jax.process_index(), jax.process_count()
+
+
+def process_path(path: Path, index: int, count: int) -> Path:
+    """``draws.npz`` → ``draws.process-1.npz``: each process's own file of draws."""
+    return path.with_name(f"{path.stem}.process-{index}{path.suffix}")
+
+
+def device_mesh(args: argparse.Namespace) -> Any:
+    """The mesh of ``--devices`` and ``--data-devices`` (None: ``bdl.sample``'s default)."""
+    from bdl.sampling import make_mesh
+
+    data = args.data_devices
+    if data is None or data < 1:
+        raise ValueError(f"--data-devices must be >= 1; got {data}.")
+    if args.devices is None and data == 1:
+        return None
+    local = jax.local_device_count()
+    devices = local if args.devices is None else args.devices
+    if not 1 <= devices <= local:
+        raise ValueError(
+            f"--devices {devices}: this process has {local} {jax.default_backend()} device(s); "
+            f"give 1 to {local}."
+        )
+    if devices % data:
+        raise ValueError(
+            f"--data-devices {data} does not divide --devices {devices}; the chains are split "
+            f"over devices / data-devices; give a divisor of {devices}."
+        )
+    return make_mesh(chains=devices // data, data=data, devices=jax.local_devices()[:devices])
 
 
 def record_command(

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -26,6 +27,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 from bdl.compile.target import Target
 from bdl.evaluation.curve import curve_rows, evaluation_result
@@ -37,6 +40,7 @@ from bdl.sampling import checkpoint as checkpoint_io
 from bdl.sampling import warmup
 from bdl.sampling.chain import run_chain
 from bdl.sampling.checks import check_run, check_schedules, check_start
+from bdl.sampling.layout import CHAIN, Layout, resolve
 from bdl.sampling.progress import Progress
 from bdl.sampling.provenance import run_meta
 from bdl.sampling.samples import Samples
@@ -60,6 +64,8 @@ def sample(
     seed: int | None = None,
     init: Any = "auto",
     progress: bool | None = None,
+    devices: int | Sequence[jax.Device] | None = None,
+    mesh: Mesh | None = None,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: float = 60.0,
     resume: str | os.PathLike | None = None,
@@ -81,11 +87,24 @@ def sample(
         init: initial positions (see ``target.init_positions``).
         progress: print steps/s and ETA to stderr (default: when stderr is a terminal).
         checkpoint: a directory to keep the run's state in (docs/saving.md), written every
-            ``checkpoint_every`` seconds, at the end and when the run is interrupted.
+            ``checkpoint_every`` seconds, at the end and when the run is interrupted (with
+            several processes, each writes ``process-I`` inside it).
         checkpoint_every: seconds between checkpoints (0: after every chunk of about 0.5 s).
         resume: a checkpoint directory to continue from (and to go on checkpointing into);
             ``burn_in``, ``thin``, ``num_chains`` and ``seed`` are the checkpoint's, and giving
             a different value is an error. The draws are bitwise those of an uninterrupted run.
+        devices: the devices to split the chains over: a number (the first of
+            ``jax.local_devices()``) or a list of devices. Default: one device for a single
+            chain, else every local device; ``num_chains`` must be a multiple of their count.
+            The draws are bitwise those of one device (docs/scaling.md).
+        mesh: a ``jax.sharding.Mesh`` with a ``chain`` axis and/or a ``data`` axis
+            (``bdl.make_mesh(chains=2, data=2)``): the data axis splits each minibatch over its
+            devices, which average their full-data-scale energies and gradients; the draws then
+            agree with one device's to float reassociation. Give ``devices`` or ``mesh``.
+
+            With several processes (``jax.distributed``), each runs ``num_chains / processes``
+            consecutive chains on its own devices and returns those (``bdl.merge_samples``
+            joins them).
         keep_draws: hold the draws in memory and return them (default ``True``; with
             ``resume``, the checkpoint's). ``False`` keeps none: the run's memory does not grow
             with the number of draws; score them with ``evaluate`` or write them with
@@ -119,8 +138,8 @@ def sample(
     ).get("seed")
     saved = None
     if resume is not None:
-        directory = checkpoint_io.check_directory(resume, "resume")
-        if checkpoint is not None and Path(checkpoint) != directory:
+        directory = _own(checkpoint_io.check_directory(resume, "resume"))
+        if checkpoint is not None and _own(Path(checkpoint)) != directory:
             raise ValueError(
                 f"resume={str(resume)!r} and checkpoint={str(checkpoint)!r}: a resumed run goes "
                 "on checkpointing into the directory it resumes; leave checkpoint out."
@@ -130,7 +149,7 @@ def sample(
             saved, directory, num_steps, burn_in, thin, num_chains, seed
         )
     elif checkpoint is not None:
-        directory = checkpoint_io.check_directory(checkpoint, "checkpoint")
+        directory = _own(checkpoint_io.check_directory(checkpoint, "checkpoint"))
         if checkpoint_io.exists(directory):
             raise ValueError(
                 f"checkpoint={str(checkpoint)!r} already holds a run; pass resume= to continue "
@@ -145,6 +164,7 @@ def sample(
     num_chains = 1 if num_chains is None else num_chains
     seed = 0 if seed is None else seed
     num_draws = check_run(num_steps, burn_in, thin, num_chains)
+    layout = resolve(target, num_chains, devices, mesh)
     streaming = _streaming_settings(
         saved, directory, keep_draws, evaluate, stream_to, target, num_chains
     )
@@ -167,27 +187,32 @@ def sample(
         seed=seed,
         init=init,
     )
+    if layout.mesh is not None or layout.processes > 1:
+        meta["layout"] = layout.describe()
     header = {
         **meta,
         "kernel_fingerprint": checkpoint_io.fingerprint(kernel),
         "streaming": streaming.record(),
     }
     if saved is not None:
-        _check_same_run(saved.header, header, directory)
+        _check_same_run(saved.header, header, directory, layout)
 
     key = jax.random.key(seed)
     key_adapt = jax.random.fold_in(key, 1)  # warm-up's own stream: the rest as without it
+    # every chain's start and keys come from the seed alone, before the chains are split over
+    # processes and devices: a chain's draws do not depend on where it runs
     _, chains, chain_keys = _setup(target, kernel, key, num_chains, init)
+    chains, chain_keys = layout.place(chains), layout.place(chain_keys)
+    k_start = jax.random.fold_in(key_adapt, 0)
     if adapting and saved is None:
-        chains = _start_adaptation(target, kernel, chains, jax.random.fold_in(key_adapt, 0))
+        at, gather = _adaptation_layout(layout)
+        chains = layout.shard(_start_adaptation(target, kernel, gather(chains), k_start, at))
     elif adapting:
-        chains = jax.eval_shape(
-            lambda: _start_adaptation(target, kernel, chains, jax.random.fold_in(key_adapt, 0))
-        )
+        chains = jax.eval_shape(lambda: _start_adaptation(target, kernel, chains, k_start, layout))
 
     draw_bytes = (
         4
-        * num_chains
+        * layout.local_chains
         * sum(
             int(np.size(x))
             for x in jax.tree.leaves(
@@ -204,11 +229,13 @@ def sample(
     parts = 0
     if saved is not None:
         out_shape = jax.eval_shape(
-            lambda: _run_chunk(target, kernel, chains, chain_keys, *_ints(0, 0, 1), chunk)[1]
+            lambda: _run_chunk(
+                target, kernel, chains, chain_keys, *_ints(0, 0, 1), chunk, False, False, layout
+            )[1]
         )
         treedef = jax.tree.structure(out_shape)
         collected = tuple(jax.tree.unflatten(treedef, leaves) for leaves in saved.parts)
-        restored = checkpoint_io.restore(chains, saved.carry, directory)
+        restored = layout.shard(checkpoint_io.restore(chains, saved.carry, directory))
         loop, parts = _Loop(restored, saved.step, collected, loop.bma), len(collected)
         if scoring is not None:
             loop = loop._replace(
@@ -265,7 +292,7 @@ def sample(
     end = burn_in + num_draws * thin
     points = _adaptation_points(schedule)
     boundaries = sorted(points)
-    sizer = _ChunkSizer((id(target), kernel.name, num_chains))
+    sizer = _ChunkSizer((id(target), kernel.name, num_chains, layout))
     meter = Progress(num_steps, progress, label=kernel.name, start=loop.t)
     interrupted = False
     keep_host = streaming.keep_draws or stream is not None
@@ -274,7 +301,7 @@ def sample(
             while loop.t < end:
                 loop = _advance(
                     target, kernel, loop, chain_keys, key_adapt, chunk, sizer,
-                    burn_in, thin, end, points, boundaries, scoring, keep_host,
+                    burn_in, thin, end, points, boundaries, layout, scoring, keep_host,
                 )  # fmt: skip
                 meter.update(loop.t)
                 if stream is not None and stream.due(_pending(loop, stream.written)):
@@ -403,6 +430,14 @@ def _shown(name: str, value: Any) -> str:
     return repr(value)
 
 
+def _own(directory: Path) -> Path:
+    """The checkpoint directory of this process: ``process-I`` inside the given one when the run
+    has several processes (each keeps the state of its own chains)."""
+    if jax.process_count() == 1:
+        return directory
+    return directory / f"process-{jax.process_index()}"
+
+
 class _Loop(NamedTuple):
     """The sampling loop's progress, replaced in one assignment so that an interruption never
     sees the carry, the step counter and the draws out of step with one another."""
@@ -428,6 +463,7 @@ def _advance(
     end: int,
     points: dict[int, tuple[bool, bool, bool]],
     boundaries: list[int],
+    layout: Layout,
     scoring: Accumulator | None = None,
     keep_host: bool = True,
 ) -> _Loop:
@@ -441,18 +477,21 @@ def _advance(
         stop = boundaries[bisect.bisect_right(boundaries, t)] if warming else burn_in
         n = min(budget, stop - t)
         chains, _ = _run_chunk(
-            target, kernel, loop.chains, chain_keys, *_ints(t, 1, n), chunk, warming
+            target, kernel, loop.chains, chain_keys, *_ints(t, 1, n), chunk, warming, False, layout
         )
         if not warming:
-            chains = _located(target, kernel, loop.chains, chains, chain_keys, n, chunk)
+            chains = _located(target, kernel, loop.chains, chains, chain_keys, n, chunk, layout)
         jax.block_until_ready(chains)
         sizer.record(n, time.perf_counter() - started)
         if warming and t + n == stop:
             new_mass, window_end, final = points[stop]
             k_adapt = jax.random.fold_in(key_adapt, stop)
+            at, gather = _adaptation_layout(layout)
             chains = _adapt(
-                target, kernel, chains, k_adapt, new_mass, window_end, final, *_ints(stop)
-            )
+                target, kernel, gather(chains), k_adapt, new_mass, window_end, final,
+                *_ints(stop), at,
+            )  # fmt: skip
+            chains = layout.shard(chains)
             jax.block_until_ready(chains)
         return loop._replace(chains=chains, t=t + n)
     to_boundary = thin - (t - burn_in) % thin
@@ -460,10 +499,11 @@ def _advance(
         draws, steps = min(budget // thin, chunk, (end - t) // thin), thin
     else:
         draws, steps = 1, min(budget, to_boundary)
+    lengths = _ints(t, draws, steps)
     chains, out = _run_chunk(
-        target, kernel, loop.chains, chain_keys, *_ints(t, draws, steps), chunk
+        target, kernel, loop.chains, chain_keys, *lengths, chunk, False, False, layout
     )
-    chains = _located(target, kernel, loop.chains, chains, chain_keys, steps, chunk)
+    chains = _located(target, kernel, loop.chains, chains, chain_keys, steps, chunk, layout)
     collected, bma, curve, chunks = loop.collected, loop.bma, loop.curve, loop.chunks
     if steps == to_boundary:  # the last step of a draw was run
         records, _, mask, recorded_steps = out
@@ -483,6 +523,18 @@ def _advance(
     jax.block_until_ready(chains)
     sizer.record(draws * steps, time.perf_counter() - started)
     return _Loop(chains, t + draws * steps, collected, bma, curve, chunks)
+
+
+def _adaptation_layout(layout: Layout) -> tuple[Layout, Callable[[Any], Any]]:
+    """Where warm-up's adaptation runs, and the move of the chains there. XLA compiles a
+    multi-device program with other fusions than a one-device one, which changes the rounding
+    of the curvature estimates; adaptation (a few calls per window) therefore runs as the
+    one-device program, on the mesh's first device, so that it adapts bitwise as on one device.
+    With a data axis it stays on the mesh: one device may not hold a whole minibatch."""
+    if layout.mesh is None or layout.data_devices > 1:
+        return layout, lambda tree: tree
+    device = layout.mesh.devices.flat[0]
+    return dataclasses.replace(layout, mesh=None), partial(jax.device_put, device=device)
 
 
 class _ChunkSizer:
@@ -601,9 +653,17 @@ def _resumed_settings(
     )
 
 
-def _check_same_run(saved: dict, current: dict, directory: Path) -> None:
+def _check_same_run(saved: dict, current: dict, directory: Path, layout: Layout) -> None:
     """A checkpoint goes on only with the model and kernel it was written by (headers carry
-    :func:`run_meta`'s record and the kernel's fingerprint)."""
+    :func:`run_meta`'s record and the kernel's fingerprint), and with the same chains (a process
+    of a multi-process run resumes its own block)."""
+    block = (saved.get("layout") or {}).get("chains", [0, layout.num_chains])
+    if list(block) != [layout.start, layout.stop]:
+        raise ValueError(
+            f"resume: the checkpoint in {directory} holds chains {block[0]} to {block[1] - 1}, "
+            f"but this process runs chains {layout.start} to {layout.stop - 1}; resume with "
+            "the number of processes the run was started with."
+        )
     saved_kernel = (saved.get("kernel") or {}).get("name")
     checks = (
         ("model", saved.get("model"), current["model"]),
@@ -692,8 +752,12 @@ def _run_chunk(
     buffer_size: int,
     adapting: bool = False,
     checked: bool = False,
+    layout: Layout | None = None,
 ) -> tuple[Chains, Any]:
     """Run ``num_draws × steps_per_draw`` steps from step ``t0``, recording each draw's state.
+
+    With a ``layout``, each device runs this for its own block of chains (and its share of every
+    minibatch); the draws are gathered along the chain axis.
 
     ``t0``, ``num_draws`` and ``steps_per_draw`` are traced, so burn-in and sampling chunks of
     any length share one compilation; ``buffer_size`` fixes the output shape.
@@ -710,6 +774,38 @@ def _run_chunk(
     temperature (no schedule), and θ is accumulated into the window's statistics.
     """
     checked = checked or adapting
+    if layout is None or layout.mesh is None:
+        return _run_chunk_local(
+            target, kernel, chains, chain_keys, t0, num_draws, steps_per_draw, buffer_size,
+            adapting, checked,
+        )  # fmt: skip
+
+    def local(shared: tuple, per_chain: tuple) -> tuple[Chains, Any]:
+        args = (*shared[:2], *per_chain, *shared[2:])
+        return _run_chunk_local(*args, buffer_size, adapting, checked)
+
+    by_chain, by_draw = P(CHAIN), P(None, CHAIN)  # buffers are (draw, chain, ...)
+    return layout.per_chain(
+        local,
+        (target, kernel, t0, num_draws, steps_per_draw),
+        (chains, chain_keys),
+        (by_chain, (by_draw, by_draw, P(), P())),
+    )
+
+
+def _run_chunk_local(
+    target: Target,
+    kernel: Kernel,
+    chains: Chains,
+    chain_keys: jax.Array,
+    t0: jax.Array,
+    num_draws: jax.Array,
+    steps_per_draw: jax.Array,
+    buffer_size: int,
+    adapting: bool,
+    checked: bool,
+) -> tuple[Chains, Any]:
+    """:func:`_run_chunk` on one device's chains."""
 
     def advance(c: Chains, ckey: jax.Array, t: jax.Array) -> tuple[Any, Any, Info]:
         k = warmup.apply(kernel, c.params)
@@ -809,13 +905,14 @@ def _located(
     chain_keys: jax.Array,
     steps: int,
     buffer_size: int,
+    layout: Layout,
 ) -> Chains:
     """``after`` with exact divergence steps, when a chain diverged in the call (a copy of one
     flag per chain to the host otherwise)."""
     was, now = jax.device_get((before.status.diverged, after.status.diverged))
     if np.array_equal(was, now):
         return after
-    return _locate_divergences(target, kernel, was, after, chain_keys, steps, buffer_size)
+    return _locate_divergences(target, kernel, was, after, chain_keys, steps, buffer_size, layout)
 
 
 def _locate_divergences(
@@ -826,6 +923,7 @@ def _locate_divergences(
     chain_keys: jax.Array,
     steps: int,
     buffer_size: int,
+    layout: Layout,
 ) -> Chains:
     """The exact step at which each newly diverged chain first went non-finite.
 
@@ -846,12 +944,15 @@ def _locate_divergences(
             chain_keys,
             *_ints(start, 1, steps),
             buffer_size,
-            checked=True,
+            False,
+            True,  # checked
+            layout,
         )
         found = jax.device_get(replay.status)
         here = fresh & (located - steps + 1 == start) & np.asarray(found.diverged)
         located = np.where(here, np.asarray(found.step), located)
-    return chains._replace(status=chains.status._replace(step=jnp.asarray(located, jnp.int32)))
+    step = layout.shard(jnp.asarray(located, jnp.int32))
+    return chains._replace(status=chains.status._replace(step=step))
 
 
 def _noise(target: Target, kernel: Kernel, theta: Any, mass: Any, key: jax.Array) -> jax.Array:
@@ -869,8 +970,21 @@ def _recipe_grad(target: Target, kernel: Kernel, key: jax.Array) -> Any:
 
 
 @eqx.filter_jit
-def _start_adaptation(target: Target, kernel: Kernel, chains: Chains, key: jax.Array) -> Chains:
+def _start_adaptation(
+    target: Target, kernel: Kernel, chains: Chains, key: jax.Array, layout: Layout
+) -> Chains:
     """Initial (h, γ) from the curvature at each chain's start, M = I, empty statistics."""
+    keys = layout.select(jax.random.split(key, layout.num_chains))
+    return layout.per_chain(
+        lambda shared, per_chain: _start_adaptation_local(*shared, *per_chain),
+        (target, kernel),
+        (chains, keys),
+    )
+
+
+def _start_adaptation_local(
+    target: Target, kernel: Kernel, chains: Chains, keys: jax.Array
+) -> Chains:
     second = warmup.momentum_kernel(kernel)
     mass_adapted = warmup.adapts_mass(kernel)
 
@@ -893,8 +1007,9 @@ def _start_adaptation(target: Target, kernel: Kernel, chains: Chains, key: jax.A
         state = state._replace(z=recipe.readapted(state.z))
         return state, params, warmup.empty_stats(theta, dense)
 
-    keys = jax.random.split(key, chains.status.step.shape[0])
-    states, params, stats = jax.vmap(one)(chains.states, keys)
+    # one chain at a time: the dense linear algebra of warm-up then gives bitwise the same
+    # values however many chains a device holds (a batched Hessian or factorisation need not)
+    states, params, stats = jax.lax.map(lambda a: one(*a), (chains.states, keys))
     return chains._replace(states=states, params=params, stats=stats)
 
 
@@ -908,9 +1023,28 @@ def _adapt(
     window_end: bool,
     final: bool,
     t: jax.Array,
+    layout: Layout,
 ) -> Chains:
     """(h, γ) from the curvature, after a new mass at the end of a slow window; the window's
     statistics restart at every window end."""
+    keys = layout.select(jax.random.split(key, layout.num_chains))
+    return layout.per_chain(
+        lambda shared, per_chain: _adapt_local(*shared[:2], *per_chain, *shared[2:]),
+        (target, kernel, new_mass, window_end, final, t),
+        (chains, keys),
+    )
+
+
+def _adapt_local(
+    target: Target,
+    kernel: Kernel,
+    chains: Chains,
+    keys: jax.Array,
+    new_mass: bool,
+    window_end: bool,
+    final: bool,
+    t: jax.Array,
+) -> Chains:
     second = warmup.momentum_kernel(kernel)
 
     def one(state: Any, params: Any, stats: Any, ckey: jax.Array) -> tuple[Any, Any, Any]:
@@ -932,8 +1066,9 @@ def _adapt(
             stats = warmup.empty_stats(theta, warmup.dense(kernel, theta))
         return state, params, stats
 
-    keys = jax.random.split(key, chains.status.step.shape[0])
-    states, params, stats = jax.vmap(one)(chains.states, chains.params, chains.stats, keys)
+    states, params, stats = jax.lax.map(
+        lambda a: one(*a), (chains.states, chains.params, chains.stats, keys)
+    )  # one chain at a time, as in _start_adaptation_local
     return chains._replace(states=states, params=params, stats=stats)
 
 

@@ -228,6 +228,8 @@ def test_sampling_with_augmentation_repeats_bitwise_with_the_seed(signals) -> No
         return bdl.compile(model, signals, batch_size=16)
 
     shifted = compiled(augment.random_shift(3))
+    meta = bdl.sample(shifted, kernel, num_steps=2, seed=5).meta
+    assert meta["settings"]["augment"] == "random_shift(3, mode='circular')"
     first, again, other_seed = run(shifted), run(shifted), run(shifted, seed=6)
     plain = run(compiled(None))
     for a, b, c, d in zip(first, again, other_seed, plain, strict=True):
@@ -310,5 +312,5 @@ def test_validate_refuses_an_augmented_model(signals) -> None:
         batch_size=16,
     )
     kernel = bdl.kernels.get("sghmc", learning_rate=0.01, momentum=0.9)
-    with pytest.raises(ValueError, match="Jensen posterior.*without augment="):
+    with pytest.raises(ValueError, match=r"Jensen posterior.*without augment="):
         bdl.validate(compiled, kernel, num_steps=10)

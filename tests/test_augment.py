@@ -228,6 +228,8 @@ def test_sampling_with_augmentation_repeats_bitwise_with_the_seed(signals) -> No
         return bdl.compile(model, signals, batch_size=16)
 
     shifted = compiled(augment.random_shift(3))
+    meta = bdl.sample(shifted, kernel, num_steps=2, seed=5).meta
+    assert meta["settings"]["augment"] == "random_shift(3, mode='circular')"
     first, again, other_seed = run(shifted), run(shifted), run(shifted, seed=6)
     plain = run(compiled(None))
     for a, b, c, d in zip(first, again, other_seed, plain, strict=True):

@@ -27,11 +27,13 @@ def run_meta(
 
     ``kernel`` is the kernel as run (bound to the target: a learning rate is already a step size
     and a friction). ``settings["init"]`` is the start's name, or ``"<positions>"`` when starting
-    positions were given.
+    positions were given. ``settings["augment"]`` names the data augmentation of an augmented
+    model (absent otherwise).
     """
     from bdl import __version__  # bdl/__init__ imports this package
 
-    return {
+    augment = getattr(target, "augment", None)
+    meta = {
         "model": str(getattr(target, "name", type(target).__name__)),
         "kernel": describe(kernel),
         "bdl_version": __version__,
@@ -44,3 +46,6 @@ def run_meta(
             "init": init if isinstance(init, str) else "<positions>",
         },
     }
+    if augment is not None:
+        meta["settings"]["augment"] = repr(augment)
+    return meta

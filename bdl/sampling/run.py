@@ -999,7 +999,8 @@ def _start_adaptation_local(
                 mass = warmup.hessian_mass(grad_fn, theta)
             else:
                 mass = warmup.hessian_diagonal_mass(grad_fn, theta, jax.random.fold_in(ckey, 3))
-        curvature = warmup.largest_curvature(grad_fn, theta, mass, k_power)
+        moving = mass if mass_adapted else warmup.history_mass(kernel, state, grad_fn(theta))
+        curvature = warmup.largest_curvature(grad_fn, theta, moving, k_power)
         temperature = target.temperature(jnp.zeros((), jnp.int32))
         floor = warmup.friction_floor(kernel, theta, temperature)
         params = warmup.params_at(curvature, mass, second, jnp.ones_like(curvature), floor)
@@ -1054,11 +1055,12 @@ def _adapt_local(
             mass = warmup.window_mass(stats)
         k_batch, k_power = jax.random.split(ckey)
         grad_fn = _recipe_grad(target, kernel, k_batch)
-        curvature = warmup.largest_curvature(grad_fn, theta, mass, k_power)
+        moving = mass if mass is not None else warmup.history_mass(kernel, state, grad_fn(theta))
+        curvature = warmup.largest_curvature(grad_fn, theta, moving, k_power)
         backoff = jnp.minimum(1.0, 2.0 * params.backoff)
         temperature = target.temperature(t)
         floor = warmup.friction_floor(kernel, theta, temperature)
-        noise = _noise(target, kernel, theta, mass, jax.random.fold_in(ckey, 2)) if final else 0.0
+        noise = _noise(target, kernel, theta, moving, jax.random.fold_in(ckey, 2)) if final else 0.0
         params = warmup.params_at(curvature, mass, second, backoff, floor, noise, temperature)
         recipe = warmup.innermost(warmup.apply(kernel, params)).recipe
         state = state._replace(z=recipe.readapted(state.z))

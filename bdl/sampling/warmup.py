@@ -12,7 +12,8 @@ re-adapts the step size to the last mass. At the end of every window:
   factor of M⁻¹) for at most :data:`DENSE_MAX_DIM` parameters, else diagonal (per coordinate);
 * **step size** (also every :data:`STEP_EVERY` steps within a window): from λ_max, the largest
   eigenvalue of the preconditioned Hessian M^{−1/2}HM^{−1/2} of the minibatch energy at the
-  chain's state (power iteration on Hessian-vector products, :func:`largest_curvature`), against
+  chain's state (M the adapted mass, or pSGLD's current RMSprop mass, :func:`history_mass`;
+  power iteration on Hessian-vector products, :func:`largest_curvature`), against
   the integrator's stability limit: h = 0.1/λ_max for first-order kernels (Euler–Maruyama is
   stable for hλ < 2; the relative variance bias along the stiffest direction is hλ/2 = 5 %),
   h = 0.25/√λ_max for momentum kernels (symplectic Euler is stable for hω < 2, ω = √λ; the
@@ -52,7 +53,7 @@ from jax.flatten_util import ravel_pytree
 from bdl.kernels.base import Kernel
 from bdl.kernels.blocks import Block, DenseMass, Elementwise, dense_mass
 from bdl.kernels.history import NoHistory
-from bdl.kernels.preconditioners import Identity
+from bdl.kernels.preconditioners import Identity, RMSprop
 from bdl.kernels.recipe_kernel import RecipeKernel
 from bdl.kernels.wrapper import Wrapper
 
@@ -132,6 +133,17 @@ def momentum_kernel(kernel: Kernel) -> bool:
 def adapts_mass(kernel: Kernel) -> bool:
     inner = innermost(kernel)
     return isinstance(inner.history, Identity | NoHistory) and _takes_mass(inner)
+
+
+def history_mass(kernel: Kernel, state: Any, grad: PyTree) -> Block | None:
+    """The mass M = λ + √V that a per-step adaptive preconditioner (pSGLD's RMSprop) conditions
+    the next step with, V initialised from ``grad`` before the first step; ``None`` for other
+    kernels. The step size is then adapted to the curvature and gradient noise in the
+    coordinates the kernel moves in (G = M⁻¹ ≈ n/|∇Ũ|), not to those of ∇Ũ."""
+    inner, history = innermost(kernel), getattr(state, "history", None)
+    if not isinstance(inner.history, RMSprop) or history is None:
+        return None
+    return Elementwise(inner.history.prepare(history, grad).mass)
 
 
 def _takes_mass(kernel: RecipeKernel) -> bool:

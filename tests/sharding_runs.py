@@ -82,6 +82,12 @@ def more_devices(out: Path) -> None:
     bdl.sample(compiled, kernel, **first, checkpoint=out / "ckpt", devices=4)
     resumed = bdl.sample(compiled, kernel, num_steps=200, resume=out / "ckpt", devices=2)
     resumed.save(out / "resumed.npz")
+    from bdl.cli.main import main  # the command line: 2 chain devices × 2 data devices
+
+    argv = ["sample", "linear_regression", "--kernel", "sgld", "--tuned", "--steps", "300"]
+    argv += ["--burn-in", "100", "--devices", "4", "--data-devices", "2"]
+    argv += ["--out", str(out / "cli.npz")]
+    assert main(argv) == 0
 
 
 def derivatives(compiled) -> dict[str, float]:

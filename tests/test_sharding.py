@@ -84,6 +84,19 @@ def test_two_chains_per_device_are_bitwise_one_device(runs, more_runs):
 
 
 @pytest.mark.slow
+def test_the_command_line_selects_devices(more_runs):
+    """``bdl sample --devices 4 --data-devices 2``: 2 × 2 mesh, 4 chains by default."""
+    samples = _load(more_runs, "cli")
+    assert samples.meta["layout"] == {
+        "chain_devices": 2,
+        "data_devices": 2,
+        "processes": 1,
+        "chains": [0, 4],
+    }
+    assert samples.num_chains == 4
+
+
+@pytest.mark.slow
 def test_a_checkpoint_on_four_devices_resumes_on_two(runs, more_runs):
     assert_bitwise(_load(runs, "one"), _load(more_runs, "resumed"))
 

@@ -34,7 +34,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--burn-in", type=int, default=None, help="steps discarded first")
     p.add_argument("--thin", type=int, default=None, help="keep every THIN-th step")
     p.add_argument(
-        "--chains", type=int, default=None, help="chains run in parallel (vmap; default 4)"
+        "--chains",
+        type=int,
+        default=None,
+        help="chains run in parallel (default 4, rounded up to a multiple of the devices)",
     )
     p.add_argument("--seed", type=int, default=None, help="the run's seed (default 0)")
     p.add_argument(
@@ -197,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--curve plots the test BMA scored while sampling; add --evaluate.")
     mesh = device_mesh(args)
     if args.chains is None:  # 4, or the next multiple of the devices the chains are split over
-        per = jax.process_count() * (1 if mesh is None else mesh.shape["chain"])
+        devices = jax.local_device_count() if mesh is None else mesh.shape["chain"]
+        per = jax.process_count() * devices
         args.chains = -(-4 // per) * per
     args.seed = 0 if args.seed is None else args.seed
     if not args.checkpoint_every >= 0:

@@ -10,10 +10,13 @@ tasks) u = s_U·Ũ(θ)/n (the energy per datum), pᵢ = s_r·rᵢ and gᵢ = s_g
 the mean loss). net_Q and net_D are small elementwise MLPs (1 hidden layer of 10 units, as in the
 paper's MNIST set-up); α ≥ 0 and c > 0 are friction constants and β₀ an offset on f_Q.
 
-The correction Γ_i = Σ_j ∂_j(D_ij + Q_ij) is derived by :func:`bdl.kernels.recipe.correction`
-(forward-mode autodiff of the declared blocks, O(d)):
+The correction Γ_i = Σ_j ∂_j(D_ij + Q_ij) of the declared blocks (Ma et al. 2015) is
 
-    Γ_θ,i = −∂f_Q,i/∂rᵢ,    Γ_r,i = ∂f_Q,i/∂U · ∂ᵢU + ∂(α f_Q,i² + f_D,i)/∂rᵢ.
+    Γ_θ,i = −∂f_Q,i/∂rᵢ,    Γ_r,i = ∂f_Q,i/∂U · ∂ᵢU + ∂(α f_Q,i² + f_D,i)/∂rᵢ,
+
+which :meth:`NNSGHMCRecipe.evaluate` computes from one pass of each network that carries its
+partial derivatives (O(d)); :meth:`bdl.kernels.recipe.Recipe.evaluate` derives the same Γ by
+forward-mode autodiff of the blocks, and the checker compares Γ with their dense divergence.
 
 ∂ᵢŨ enters only D_rr, an r-column block, whose divergence differentiates in r only: no Hessian of
 U is ever needed. Any function of Ũ (here Ũ/n) is allowed: the chain rule through U is exact.

@@ -8,9 +8,8 @@ The centred form samples θ directly and has the funnel that defeats NUTS (diver
 mixing of τ: its reference fails the trust gate); the non-centred form samples z with
 θ = μ + τ·z and mixes well (Betancourt & Girolami 2015). ``build(centred=...)`` picks one.
 
-The known per-school σ_j travel with the data: the input of school j is [one-hot(j), σ_j], the
-network returns (θ_j, σ_j) and a small Gaussian likelihood here reads its scale from the
-second output.
+The known per-school σ_j travel with the data as a per-example field that the likelihood reads
+(``bdl.Gaussian(scale="sigma")``); the input of school j is its one-hot indicator.
 """
 
 import jax.numpy as jnp
@@ -24,32 +23,14 @@ EFFECTS = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
 STANDARD_ERRORS = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
 
 
-class KnownScaleGaussian(bdl.Likelihood):
-    """y_i ~ N(f_i, s_i²) where the network's output is (f_i, s_i) with s_i a known scale."""
-
-    task = "regression"
-
-    def distribution(self, output, params):
-        return dist.Normal(output[..., 0], output[..., 1])
-
-    def mean(self, output, params=None):
-        return output[..., 0]
-
-    def check(self, output_shape, y):
-        if tuple(output_shape) != (y.shape[0], 2):
-            raise ValueError(
-                f"KnownScaleGaussian needs outputs (n, 2) = (mean, known scale) for targets of "
-                f"shape {y.shape}; got {output_shape}."
-            )
-
-
 def data() -> Dataset:
-    x = np.concatenate([np.eye(8), STANDARD_ERRORS[:, None]], axis=1).astype(np.float32)
-    return Dataset("eight_schools", x, EFFECTS.astype(np.float32))
+    x = np.eye(8, dtype=np.float32)
+    sigma = STANDARD_ERRORS.astype(np.float32)
+    return Dataset("eight_schools", x, EFFECTS.astype(np.float32), fields={"sigma": sigma})
 
 
 def effects(params, x):
-    return jnp.stack([x[:, :8] @ params["theta"], x[:, 8]], axis=-1)
+    return x @ params["theta"]
 
 
 def build(centred: bool = False) -> bdl.ModelSpec:
@@ -60,7 +41,7 @@ def build(centred: bool = False) -> bdl.ModelSpec:
     model = bdl.Model(
         network=effects,
         params={"theta": jnp.zeros(8)},
-        likelihood=KnownScaleGaussian(),
+        likelihood=bdl.Gaussian(scale="sigma"),
         prior=prior,
         name=f"eight_schools_{form.replace('-', '')}",
     )

@@ -236,7 +236,7 @@ def test_eight_schools_model_file_has_per_school_scales():
     for centred in (True, False):
         spec = load_spec("eight_schools", centred=centred)
         target = spec.compile()
-        sigma = jnp.asarray(spec.data.x_train[:, 8])
+        sigma = jnp.asarray(spec.data.fields["sigma"])
         y = jnp.asarray(spec.data.y_train)
 
         def model(centred=centred, sigma=sigma, y=y):

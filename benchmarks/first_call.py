@@ -19,6 +19,7 @@ each, the median over the repeats, and the ratio warm / none. The targets are in
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -47,13 +48,17 @@ print(time.perf_counter() - start)
 """
 
 
-def first_call(steps: int, cache: str) -> tuple[float, float]:
-    """(seconds of the ``bdl.sample`` call, seconds of the whole process)."""
+def first_call(steps: int, cache: str) -> tuple[float, float, float]:
+    """(seconds of the ``bdl.sample`` call, seconds of the whole process, CPU seconds of the
+    whole process: user + system over all its threads, steadier on a shared machine)."""
     code = CHILD.format(bench=str(Path(__file__).resolve().parent), cache=cache, steps=steps)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     whole = time.perf_counter() - start
-    return float(out.stdout.strip().splitlines()[-1]), whole
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return float(out.stdout.strip().splitlines()[-1]), whole, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,17 +69,19 @@ def main(argv: list[str] | None = None) -> int:
     print(environment(), flush=True)
     rows: dict[str, list[float]] = {"no cache": [], "cold cache": [], "warm cache": []}
     wholes: dict[str, list[float]] = {name: [] for name in rows}
+    cpus: dict[str, list[float]] = {name: [] for name in rows}
     for _ in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
             for name, cache in (("no cache", ""), ("cold cache", tmp), ("warm cache", tmp)):
-                call, whole = first_call(args.steps, cache)
+                call, whole, cpu = first_call(args.steps, cache)
                 rows[name].append(call)
                 wholes[name].append(whole)
+                cpus[name].append(cpu)
     for name, values in rows.items():
         shown = ", ".join(f"{v:.2f}" for v in values)
         print(
             f"{name:<11} median {statistics.median(values):5.2f} s   ({shown});  whole process "
-            f"{statistics.median(wholes[name]):5.2f} s"
+            f"{statistics.median(wholes[name]):5.2f} s ({statistics.median(cpus[name]):5.2f} s CPU)"
         )
     ratio = statistics.median(rows["warm cache"]) / statistics.median(rows["no cache"])
     print(f"warm / no cache: {ratio:.2f}")

@@ -457,7 +457,7 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
             if not vals:
                 continue
             label = LABELS[method] + (", θ_a" if which == "guide" else ", θ")
-            cells = " | ".join(pm(v["rise"][j] for v in vals) for j in range(len(radii)))
+            cells = " | ".join(pm((v["rise"][j] for v in vals), 4) for j in range(len(radii)))
             lines.append(f"| {label} | {pm(v['train_nll'] for v in vals)} | {cells} |")
     dist = [(mm, [r["guide_distance"] for r in rows(records, mm) if "guide_distance" in r])
             for mm in e["methods"]]  # fmt: skip
@@ -470,7 +470,18 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
             + f" (the smoothing scale √(ηT·d) is {smoothing(config, records):.3f}).",
         ]
     diverged = sum(r.get("diverged_chains", 0) for r in records)
-    lines += ["", f"Diverged chains: {diverged}.", ""]
+    lines += [
+        "",
+        f"Diverged chains: {diverged}. Δ compares the curvature around each point; θ_a and θ "
+        "differ in L itself too, so read Δ together with the L column.",
+        "",
+        "## The paper's setting",
+        "",
+        "`experiments/entropy_mcmc_cifar10.toml` holds the CIFAR-10 configuration (its comments "
+        "give the paper's values and where this one differs); the expected wall time per device "
+        "is in [full-scale runs](full-scale.md).",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -69,6 +69,7 @@ def cifar_metadata(tmp_path_factory) -> Path:
     return data_dir
 
 
+@pytest.mark.slow  # compiling the ResNet's sampling, prediction and diagnostics: minutes on 2 cores
 @pytest.mark.parametrize("config", FULL_SCALE, ids=lambda p: p.name)
 def test_full_scale_config_runs_one_smoke_epoch_on_mock_data(
     config: Path, cifar_metadata: Path, tmp_path: Path, monkeypatch

@@ -295,7 +295,7 @@ def verdict(config: dict, records: list[dict]) -> str:
             " (flatter)" if flat else " (not flatter beyond 2 se)"
         )
         base = BASELINE[m]
-        gains = []
+        gains, losses = [], []
         if rows(records, base):
             vs = paired(
                 records,
@@ -310,9 +310,11 @@ def verdict(config: dict, records: list[dict]) -> str:
                     (m, lambda r, k=metric: headline(r)[k]),
                     (base, lambda r, k=metric: headline(r)[k]),
                 )
-                if beyond(d[0], d[1]) == sign:
-                    gains.append(f"{metric} {d[0]:+.3f} ± {d[1]:.3f}")
+                side = beyond(d[0], d[1])
+                if side:
+                    (gains if side == sign else losses).append(f"{metric} {d[0]:+.3f} ± {d[1]:.3f}")
             text += "; better than " + LABELS[base] + " in " + (", ".join(gains) or "nothing")
+            text += ", worse in " + (", ".join(losses) or "nothing")
         flat_claims.append(flat)
         gain_claims.append(bool(gains))
         parts.append(text)

@@ -2,7 +2,10 @@
 
 An experiment is a script ``experiments/<name>.py`` with a TOML configuration
 ``experiments/<name>.toml``. The configuration fixes every setting before the run; its
-``[quick]`` table overrides some of them for ``--quick`` (minutes on 2 CPU cores). Each unit of
+``[quick]`` table overrides some of them for ``--quick`` (minutes on 2 CPU cores), and its
+``[smoke]`` table, where it has one, for ``--smoke`` (one step of everything, for the test suite:
+``<name>-smoke`` results and page, to be written outside the repository with ``--results`` and
+``--pages``). Each unit of
 work (one setting and one seed) appends one JSON line to ``experiments/results/<name>.jsonl``
 (``<name>-quick.jsonl`` for quick runs) as soon as it finishes, so an interrupted experiment
 goes on where it stopped when started again; ``--fresh`` discards the partial results. The
@@ -41,23 +44,39 @@ def parse_args(
         help="the TOML configuration (default: experiments/%(prog)s's own)",
     )
     p.add_argument("--quick", action="store_true", help="the [quick] settings: minutes on a CPU")
+    p.add_argument(
+        "--smoke", action="store_true", help="the [smoke] settings: one step of every unit"
+    )
     p.add_argument("--fresh", action="store_true", help="discard partial results and start over")
     p.add_argument("--results", type=Path, default=RESULTS, help="directory of the results files")
     p.add_argument("--pages", type=Path, default=PAGES, help="directory of the written pages")
     args = p.parse_args(argv)
     if not args.config.is_file():
         p.error(f"--config {args.config}: no such file")
+    if args.quick and args.smoke:
+        p.error("give --quick or --smoke, not both")
     return args
 
 
-def load_config(path: Path, quick: bool) -> dict[str, Any]:
-    """The configuration, with the ``[quick]`` table merged over it when ``quick``."""
+def load_config(path: Path, quick: bool, smoke: bool = False) -> dict[str, Any]:
+    """The configuration, with the ``[quick]`` table merged over it when ``quick`` (the
+    ``[smoke]`` table when ``smoke``; an error if the file has none)."""
     with open(path, "rb") as f:
         config = tomllib.load(f)
     overrides = config.pop("quick", {})
+    smoke_overrides = config.pop("smoke", None)
     if quick:
         config = merge(config, overrides)
+    if smoke:
+        if smoke_overrides is None:
+            raise SystemExit(f"{path} has no [smoke] table; --smoke needs one.")
+        config = merge(config, smoke_overrides)
     return config
+
+
+def suffix(args: argparse.Namespace) -> str:
+    """``"-quick"``, ``"-smoke"`` or ``""``: how the run's results and page are named."""
+    return "-quick" if args.quick else "-smoke" if getattr(args, "smoke", False) else ""
 
 
 def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -165,20 +184,27 @@ def environment() -> str:
 
 
 def results_path(args: argparse.Namespace, name: str) -> Path:
-    return args.results / (f"{name}-quick.jsonl" if args.quick else f"{name}.jsonl")
+    return args.results / f"{name}{suffix(args)}.jsonl"
 
 
 def write_page(args: argparse.Namespace, name: str, text: str) -> Path:
     """Write ``docs/experiments/<name>.md`` (``<name>-quick.md`` for a quick run)."""
     args.pages.mkdir(parents=True, exist_ok=True)
-    path = args.pages / (f"{name}-quick.md" if args.quick else f"{name}.md")
+    path = args.pages / f"{name}{suffix(args)}.md"
     path.write_text(text)
     print(f"wrote {path}", flush=True)
     return path
 
 
 def command_line(name: str, args: argparse.Namespace) -> str:
-    flags = " --quick" if args.quick else ""
+    flags = " --quick" if args.quick else " --smoke" if getattr(args, "smoke", False) else ""
+    default = ROOT / "experiments" / f"{name}.toml"
+    if Path(args.config).resolve() != default:
+        try:
+            shown = Path(args.config).resolve().relative_to(ROOT)
+        except ValueError:
+            shown = Path(args.config)
+        flags = f" --config {shown}{flags}"
     return f"python experiments/{name}.py{flags}"
 
 

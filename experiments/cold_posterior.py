@@ -9,7 +9,7 @@ kinetic temperatures (share of the per-layer T̂_K inside their 99 % χ² band, 
 its configurational temperature T̂_C / T (ideally ≈ 1): the evidence that the run simulated the
 posterior at T accurately (App. I).
 
-    python experiments/cold_posterior.py [--quick] [--fresh] [--config FILE]
+    python experiments/cold_posterior.py [--quick | --smoke] [--fresh] [--config FILE]
 
 Settings are fixed in ``experiments/cold_posterior.toml`` before the run.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from _harness import (
@@ -32,6 +33,7 @@ from _harness import (
     parse_args,
     pm,
     results_path,
+    suffix,
     write_page,
 )
 
@@ -135,9 +137,9 @@ def sgd_run(config: dict[str, Any], target: Any, seed: int) -> dict:
     return {**scores(target, jax.tree.map(lambda a: a[None], params)), "seconds": seconds}
 
 
-def run() -> int:
-    args = parse_args(NAME, __doc__.split("\n\n")[0])
-    config = load_config(args.config, args.quick)
+def run(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(NAME, __doc__.split("\n\n")[0], argv)
+    config = load_config(args.config, args.quick, args.smoke)
     e = config["experiment"]
     results = Results(results_path(args, NAME), config, fresh=args.fresh)
     units = [
@@ -170,7 +172,7 @@ def run() -> int:
 
 
 def figure_path(args: Any) -> Any:
-    return args.pages / "img" / (f"{NAME}-quick.png" if args.quick else f"{NAME}.png")
+    return args.pages / "img" / f"{NAME}{suffix(args)}.png"
 
 
 def plot(config: dict, records: list[dict], path: Any) -> None:
@@ -264,7 +266,8 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
     e, s, g = config["experiment"], config["sampler"], config["sgd"]
     total_min = sum(r.get("seconds", 0.0) for r in records) / 60
     lines = [
-        "# Cold posteriors" + (" (quick run)" if args.quick else ""),
+        "# Cold posteriors"
+        + (" (quick run)" if args.quick else " (smoke run)" if args.smoke else ""),
         "",
         "Wenzel et al. (2020, Fig. 1 and Sec. 5) report that the SG-MCMC posterior of deep "
         "networks predicts better when tempered to T ≪ 1, and discuss data augmentation as one "

@@ -208,6 +208,15 @@ def command_line(name: str, args: argparse.Namespace) -> str:
     return f"python experiments/{name}.py{flags}"
 
 
+def finished(samples: Any) -> Any:
+    """``samples`` of a run that was not interrupted; an interrupted one (Ctrl-C or SIGTERM,
+    which ``bdl.sample`` answers by returning the draws so far) stops the experiment, so that a
+    partial run is never recorded as a unit's result."""
+    if samples.interrupted:
+        raise KeyboardInterrupt
+    return samples
+
+
 def main_guard(run: Any) -> None:
     """Run ``run()``; Ctrl-C keeps the results written so far and says how to go on."""
     try:

@@ -32,6 +32,7 @@ from _harness import (
     Results,
     command_line,
     environment,
+    finished,
     load_config,
     main_guard,
     mean_se,
@@ -164,15 +165,17 @@ def run_unit(config: dict[str, Any], target: Any, method: str, seed: int) -> dic
     plan = schedule(config, target)
     cyclic = method in ("csghmc", "cemcmc")
     start = time.perf_counter()
-    samples = bdl.sample(
-        target,
-        make_kernel(config, method, plan),
-        num_steps=plan["steps"],
-        burn_in=0 if cyclic else plan["constant_burn_in"],
-        thin=plan["cyclical_thin"] if cyclic else plan["constant_thin"],
-        num_chains=config["sampler"]["num_chains"],
-        seed=seed,
-        progress=False,
+    samples = finished(
+        bdl.sample(
+            target,
+            make_kernel(config, method, plan),
+            num_steps=plan["steps"],
+            burn_in=0 if cyclic else plan["constant_burn_in"],
+            thin=plan["cyclical_thin"] if cyclic else plan["constant_thin"],
+            num_chains=config["sampler"]["num_chains"],
+            seed=seed,
+            progress=False,
+        )
     )
     seconds = time.perf_counter() - start
     healthy = samples.healthy_chains

@@ -28,19 +28,21 @@ The momentum of u is kept: under exp(−H/T) it is independent of θ.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from bdl.dsl.hierarchical import HierarchicalLeaf, HyperGroup, constrain_hyper
-from bdl.dsl.priors import LeafInfo
 from bdl.kernels.base import EnergyAndGrad, Info, Kernel
 from bdl.kernels.recipe import Recipe
 from bdl.kernels.recipe_kernel import RecipeState
 from bdl.kernels.wrapper import Wrapper, base_kernel, check_inner
 from bdl.utils import arguments
+
+if TYPE_CHECKING:  # the DSL imports NumPyro, which `bdl kernels` does not need
+    from bdl.dsl.hierarchical import HierarchicalLeaf, HyperGroup
+    from bdl.dsl.priors import LeafInfo
 
 PyTree = Any
 
@@ -58,6 +60,8 @@ class Conjugate:
 
 def conjugate_groups(target: Any) -> tuple[Conjugate, ...]:
     """The groups of ``target`` whose precision has a conjugate Gamma conditional."""
+    from bdl.dsl.hierarchical import HierarchicalLeaf
+
     groups = getattr(target, "hyper_groups", ())
     found = []
     for g in groups:
@@ -182,6 +186,8 @@ class Gibbs(Wrapper):
 
     def draw(self, key: jax.Array, position: PyTree, temperature: jax.Array) -> PyTree:
         """``position`` with every conjugate precision drawn from its conditional at T."""
+        from bdl.dsl.hierarchical import constrain_hyper
+
         net = self.net_treedef.flatten_up_to(position["net"])
         hyper = constrain_hyper(self.hyper_groups, position["hyper"])
         new_hyper = jax.tree.map(lambda x: x, position["hyper"])

@@ -208,6 +208,36 @@ def command_line(name: str, args: argparse.Namespace) -> str:
     return f"python experiments/{name}.py{flags}"
 
 
+def compile_model(
+    model: dict[str, Any], options: dict[str, Any] | None = None, temperature: float | None = None
+) -> Any:
+    """The compiled model of a ``[model]`` table (``name``, ``options``, ``batch_size``), with
+    further ``options`` and, unless ``None``, the temperature ``T`` in place of the file's."""
+    import dataclasses
+
+    import bdl
+    from bdl.model_files import load_spec
+
+    spec = load_spec(model["name"], **{**model.get("options", {}), **(options or {})})
+    declared = spec.model
+    if temperature is not None:
+        declared = dataclasses.replace(declared, temperature=float(temperature))
+    return bdl.compile(declared, spec.data, batch_size=model["batch_size"])
+
+
+def bma_metrics(target: Any, positions: Any) -> dict[str, float]:
+    """BMA accuracy, NLL and ECE on the test split; ``positions`` has one leading draw axis."""
+    import jax.numpy as jnp
+
+    import bdl
+    from bdl.evaluation import test_metrics
+
+    out = test_metrics(target, positions)
+    probs = target.predict(positions, target.x_test)
+    out["ece"] = float(bdl.metrics.expected_calibration_error(probs, jnp.asarray(target.y_test)))
+    return out
+
+
 def finished(samples: Any) -> Any:
     """``samples`` of a run that was not interrupted; an interrupted one (Ctrl-C or SIGTERM,
     which ``bdl.sample`` answers by returning the draws so far) stops the experiment, so that a

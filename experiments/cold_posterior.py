@@ -16,7 +16,6 @@ Settings are fixed in ``experiments/cold_posterior.toml`` before the run.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Sequence
@@ -25,7 +24,9 @@ from typing import Any
 from _harness import (
     Progress,
     Results,
+    bma_metrics,
     command_line,
+    compile_model,
     environment,
     finished,
     load_config,
@@ -43,28 +44,7 @@ NAME = "cold_posterior"
 
 def build_target(config: dict[str, Any], augmentation: str, temperature: float | None) -> Any:
     """The compiled model for one augmentation setting at temperature T (None: the file's)."""
-    import bdl
-    from bdl.model_files import load_spec
-
-    options = {**config["model"].get("options", {}), **config["augmentation"][augmentation]}
-    spec = load_spec(config["model"]["name"], **options)
-    model = spec.model
-    if temperature is not None:
-        model = dataclasses.replace(model, temperature=float(temperature))
-    return bdl.compile(model, spec.data, batch_size=config["model"]["batch_size"])
-
-
-def scores(target: Any, positions: Any) -> dict[str, float]:
-    """BMA accuracy, NLL and ECE on the test split; ``positions`` has one leading draw axis."""
-    import jax.numpy as jnp
-
-    import bdl
-    from bdl.evaluation import test_metrics
-
-    out = test_metrics(target, positions)
-    probs = target.predict(positions, target.x_test)
-    out["ece"] = float(bdl.metrics.expected_calibration_error(probs, jnp.asarray(target.y_test)))
-    return out
+    return compile_model(config["model"], config["augmentation"][augmentation], temperature)
 
 
 def sampling_run(config: dict[str, Any], target: Any, temperature: float, seed: int) -> dict:
@@ -114,7 +94,7 @@ def sampling_run(config: dict[str, Any], target: Any, temperature: float, seed: 
         batch_ndim=1,
     )
     return {
-        **scores(target, flat),
+        **bma_metrics(target, flat),
         "draws": int(jax.tree.leaves(flat)[0].shape[0]),
         "diverged_chains": int(np.asarray(samples.diverged).sum()),
         "kinetic_inside": report.fraction_inside,
@@ -137,7 +117,7 @@ def sgd_run(config: dict[str, Any], target: Any, seed: int) -> dict:
     steps = g["epochs"] * target.num_batches
     params = jax.jit(lambda p, k: minimise(target, optimizer, p, k, steps))(start_position, key_run)
     seconds = time.perf_counter() - begin
-    return {**scores(target, jax.tree.map(lambda a: a[None], params)), "seconds": seconds}
+    return {**bma_metrics(target, jax.tree.map(lambda a: a[None], params)), "seconds": seconds}
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -21,7 +21,6 @@ Settings are fixed in ``experiments/entropy_mcmc.toml`` before the run.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Sequence
@@ -30,7 +29,9 @@ from typing import Any
 from _harness import (
     Progress,
     Results,
+    bma_metrics,
     command_line,
+    compile_model,
     environment,
     finished,
     load_config,
@@ -56,13 +57,7 @@ BASELINE = {"emcmc": "sghmc", "cemcmc": "csghmc"}
 
 def build_target(config: dict[str, Any]) -> Any:
     """The compiled model of ``[model]``: its name, options, temperature and minibatch size."""
-    import bdl
-    from bdl.model_files import load_spec
-
-    m = config["model"]
-    spec = load_spec(m["name"], **m.get("options", {}))
-    model = dataclasses.replace(spec.model, temperature=float(m.get("temperature", 1.0)))
-    return bdl.compile(model, spec.data, batch_size=m["batch_size"])
+    return compile_model(config["model"], temperature=config["model"].get("temperature", 1.0))
 
 
 def schedule(config: dict[str, Any], target: Any) -> dict[str, int]:
@@ -113,14 +108,10 @@ def ood_inputs(config: dict[str, Any], target: Any, seed: int) -> Any:
 
 def bma_scores(target: Any, positions: Any, x_ood: Any) -> dict[str, float]:
     """BMA accuracy, NLL, ECE on the test split and the OOD AUROC of the predictive entropy."""
-    import jax.numpy as jnp
-
     import bdl
-    from bdl.evaluation import test_metrics
 
-    out = test_metrics(target, positions)
+    out = bma_metrics(target, positions)
     probs = target.predict(positions, target.x_test)
-    out["ece"] = float(bdl.metrics.expected_calibration_error(probs, jnp.asarray(target.y_test)))
     probs_ood = target.predict(positions, x_ood)
     out["ood_auroc"] = float(bdl.metrics.ood_auroc(probs, probs_ood, score="entropy"))
     return out

@@ -34,7 +34,7 @@ def schools(centred: bool) -> bdl.CompiledModel:
     return bdl.compile(model, (X, Y))
 
 
-def numpyro_schools(centred: bool):
+def numpyro_schools(centred: bool, sigma=SIGMA, y=Y):
     def model():
         mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
         tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
@@ -43,7 +43,7 @@ def numpyro_schools(centred: bool):
         else:
             z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([8]).to_event(1))
             theta = mu + tau * z
-        numpyro.sample("y", dist.Normal(theta, SIGMA), obs=jnp.asarray(Y))
+        numpyro.sample("y", dist.Normal(theta, sigma), obs=jnp.asarray(y))
 
     return model
 
@@ -236,19 +236,7 @@ def test_eight_schools_model_file_has_per_school_scales():
     for centred in (True, False):
         spec = load_spec("eight_schools", centred=centred)
         target = spec.compile()
-        sigma = jnp.asarray(spec.data.fields["sigma"])
-        y = jnp.asarray(spec.data.y_train)
-
-        def model(centred=centred, sigma=sigma, y=y):
-            mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
-            tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
-            if centred:
-                theta = numpyro.sample("theta", dist.Normal(mu, tau).expand([8]).to_event(1))
-            else:
-                z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([8]).to_event(1))
-                theta = mu + tau * z
-            numpyro.sample("y", dist.Normal(theta, sigma), obs=y)
-
+        model = numpyro_schools(centred, jnp.asarray(spec.data.fields["sigma"]), spec.data.y_train)
         u = jnp.linspace(-1.0, 1.0, 8)
         position = {
             "net": {"theta": u},

@@ -25,6 +25,7 @@ FULL_SCALE = [p for p in CONFIGS if p.stem.endswith("_cifar10")]
 TABLES = {
     "cold_posterior": {"experiment", "model", "augmentation", "sampler", "sgd"},
     "entropy_mcmc": {"experiment", "model", "sampler", "ood", "flatness"},
+    "learned_samplers": {"experiment", "model", "sampling", "samplers"},
 }
 
 
@@ -91,6 +92,10 @@ def test_full_scale_config_runs_one_smoke_epoch_on_mock_data(
     if name == "entropy_mcmc":
         assert len(records) == len(smoke["experiment"]["methods"])
         assert all("guide" in r["bma"] and "guide" in r["flatness"] for r in records)
+    elif name == "learned_samplers":
+        assert [r["sampler"] for r in records] == smoke["experiment"]["samplers"]
+        draws = smoke["sampling"]["draws"]
+        assert all(len(r["nll"]) == draws and r["healthy_chains"] == 2 for r in records)
     else:  # one sampling run and one SGD run per setting
         assert len(records) == 2
     page = (tmp_path / f"{name}-smoke.md").read_text()
@@ -98,3 +103,115 @@ def test_full_scale_config_runs_one_smoke_epoch_on_mock_data(
     assert f"--config experiments/{config.name} --smoke" in page
     assert (tmp_path / "img" / f"{name}-smoke.png").is_file()
     assert not list((ROOT / "docs").rglob("*-smoke*"))  # nothing of the smoke run in docs/
+
+
+# --- learned samplers: what the script computes and decides, without compiling a network ---
+
+
+@pytest.fixture(scope="module")
+def learned() -> object:
+    return importlib.import_module("learned_samplers")
+
+
+def test_learned_sampler_meta_params_are_files_and_key_the_results(learned, tmp_path) -> None:
+    from bdl.kernels.elementwise_mlp import shipped_meta_params_path
+
+    config = _harness.load_config(EXPERIMENTS / "learned_samplers.toml", quick=True)
+    learned.check_config(config)
+    entry = config["samplers"]["l2e"]
+    assert learned.meta_params_file(entry) == shipped_meta_params_path("l2e")
+    previous = config["samplers"]["l2e-previous"]
+    assert learned.meta_params_file(previous).is_file()
+    key = learned.unit_key(config, "l2e", 0)
+    assert key == f"l2e/0/{learned.digest(shipped_meta_params_path('l2e'))}"
+    assert learned.unit_key(config, "sghmc", 0) == "sghmc/0"
+    # another file (a retrained family) gives another key: its units are run again
+    other = tmp_path / "other.npz"
+    other.write_bytes(shipped_meta_params_path("l2e").read_bytes() + b"\0")
+    entry["meta_params"] = os.fspath(other)
+    assert learned.unit_key(config, "l2e", 0) != key
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c["experiment"]["samplers"].append("nope"), r"\[samplers.nope\] table"),
+        (lambda c: c["samplers"]["sghmc"].update(kernel="hmc"), r"\[samplers.sghmc\] kernel"),
+        (
+            lambda c: c["samplers"]["l2e"].update(meta_params="no/such.npz"),
+            r"\[samplers.l2e\] meta_params = 'no/such.npz': no such file",
+        ),
+        (
+            lambda c: c["samplers"]["ensemble"].update(optimizer="lbfgs"),
+            r"\[samplers.ensemble\] optimizer",
+        ),
+    ],
+)
+def test_learned_samplers_config_errors_name_the_table(learned, change, message) -> None:
+    config = _harness.load_config(EXPERIMENTS / "learned_samplers.toml", quick=True)
+    change(config)
+    with pytest.raises(SystemExit, match=message):
+        learned.check_config(config)
+
+
+def test_learned_samplers_scores_bma_curve_diversity_and_divergence(learned) -> None:
+    import numpy as np
+
+    from bdl import metrics
+
+    rng = np.random.default_rng(0)
+    chains, draws, n, k = 3, 6, 50, 4
+    logits = rng.normal(size=(chains, draws, n, k))
+    probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    labels = rng.integers(0, k, n)
+    probs[1] = np.nan  # a diverged chain is left out
+    out = learned.scores(probs, labels)
+    kept = probs[[0, 2]]
+    assert out["healthy_chains"] == 2 and out["models"] == [2 * j for j in range(1, draws + 1)]
+    first = kept[:, :1].mean(axis=(0, 1))
+    every = kept.mean(axis=(0, 1))
+    np.testing.assert_allclose(out["nll"][0], float(metrics.nll(first, labels)), rtol=1e-5)
+    np.testing.assert_allclose(out["nll"][-1], float(metrics.nll(every, labels)), rtol=1e-5)
+    np.testing.assert_allclose(out["accuracy"][-1], float(metrics.accuracy(every, labels)))
+    flat = kept.reshape(-1, n, k)
+    top = flat.argmax(-1)
+    pairs = [(i, j) for i in range(len(flat)) for j in range(len(flat)) if i != j]
+    expected = np.mean([np.mean(top[i] != top[j]) for i, j in pairs])
+    np.testing.assert_allclose(out["disagreement"], expected, rtol=1e-5)
+    assert out["pairwise_kl"] > 0 and "ess_median" in out
+    same = learned.scores(np.repeat(probs[:1, :1], draws, axis=1).repeat(2, 0), labels)
+    assert same["disagreement"] == pytest.approx(0.0, abs=1e-6)
+    assert same["pairwise_kl"] == pytest.approx(0.0, abs=1e-6)
+    assert learned.scores(np.full_like(probs, np.nan), labels) == {"healthy_chains": 0}
+    assert "ess_median" not in learned.scores(probs, labels, independent=True)
+
+
+def _records(name: str, nll: list[float], acc: list[float]) -> list[dict]:
+    return [
+        {"sampler": name, "seed": s, "nll": [v], "accuracy": [a], "diverged_chains": 0}
+        for s, (v, a) in enumerate(zip(nll, acc, strict=True))
+    ]
+
+
+def test_learned_samplers_verdict_follows_paired_differences(learned) -> None:
+    config = _harness.load_config(EXPERIMENTS / "learned_samplers.toml", quick=True)
+    config["experiment"]["samplers"] = ["sghmc", "l2e"]
+    base = _records("sghmc", [0.50, 0.52, 0.51], [0.80, 0.81, 0.80])
+    better = _records("l2e", [0.40, 0.43, 0.41], [0.82, 0.83, 0.82])
+    assert learned.verdict(config, base + better).startswith("**reproduced**")
+    noisy = _records("l2e", [0.40, 0.60, 0.51], [0.82, 0.79, 0.80])
+    assert learned.verdict(config, base + noisy).startswith("**not reproduced**")
+    # lower NLL but lower accuracy beyond 2 se: not a win
+    mixed = _records("l2e", [0.40, 0.43, 0.41], [0.70, 0.72, 0.71])
+    assert learned.verdict(config, base + mixed).startswith("**not reproduced**")
+    config["experiment"]["samplers"] = ["sghmc", "cyclical", "l2e"]
+    other = _records("cyclical", [0.30, 0.31, 0.30], [0.85, 0.86, 0.85])
+    assert learned.verdict(config, base + other + better).startswith("**partly**")
+
+
+def test_learned_samplers_family_comparison_of_identical_files_says_so(learned) -> None:
+    config = _harness.load_config(EXPERIMENTS / "learned_samplers.toml", quick=True)
+    old = config["samplers"]["l2e-previous"]
+    old["meta_params"] = os.fspath(learned.meta_params_file(config["samplers"]["l2e"]))
+    text = "\n".join(learned.family_comparison(config, []))
+    assert "byte-identical" in text

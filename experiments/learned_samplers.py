@@ -745,6 +745,18 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
         cells.append(pm((r["ess_per_second"] for r in rs if "ess_per_second" in r), 2))
         head = f"| {label(config, name)} | {diverged} / {chains} | {models} | "
         lines.append(head + " | ".join(cells) + " |")
+    at_bound = {n_: [r["ess_at_ceiling"] for r in rows(records, n_) if "ess_at_ceiling" in r]
+                for n_ in names}  # fmt: skip
+    ceiling = [(label(config, n_), v) for n_, v in at_bound.items() if v]
+    if ceiling:
+        total = s["num_chains"] * s["draws"]
+        lines += [
+            "",
+            f"ArviZ bounds an ESS estimate by S·log₁₀S (S = {total} draws over the chains: "
+            f"{total * math.log10(total):.1f}); share of test points at that bound: "
+            + "; ".join(f"{name} {pm(v, 2)}" for name, v in ceiling)
+            + ".",
+        ]
     if n is not None:
         draws = len(n["models"])
         ks = sorted({1, 2, max(draws // 4, 1), max(draws // 2, 1), draws})

@@ -479,7 +479,8 @@ def beaten(records: list[dict], a: str, b: str) -> tuple[bool, str]:
 def verdict(config: dict, records: list[dict]) -> str:
     """Reproduced: every learned sampler (previous-family entries aside) beats every baseline
     (:func:`beaten`: better BMA NLL or accuracy beyond 2 se, worse in neither, paired over
-    seeds); partly: some learned sampler beats some baseline; not reproduced: none does."""
+    seeds); partly: some learned sampler beats some baseline; not reproduced: none does. The
+    ESS per second is stated beside it."""
     learned, baselines = roles(config)
     primary = [n for n in learned if not config["samplers"][n].get("comparison_only")]
     if not primary or not baselines or not any(rows(records, n) for n in baselines):
@@ -511,6 +512,12 @@ def verdict(config: dict, records: list[dict]) -> str:
         + " (better BMA NLL or accuracy beyond 2 se, worse in neither). Differences of the "
         + "learned sampler minus the baseline, paired over seeds, mean ± se: "
         + " — ".join(parts)
+        + "; median ESS per second of the log predictive: "
+        + "; ".join(
+            f"{label(config, n)} {pm(rates, 2)}"
+            for n in [*[b for b in baselines if b != "ensemble"], *primary]
+            if (rates := [r["ess_per_second"] for r in rows(records, n) if "ess_per_second" in r])
+        )
         + "."
     )
 
@@ -593,7 +600,7 @@ def plot(config: dict, records: list[dict], path: Any) -> None:
     import numpy as np
 
     names = config["experiment"]["samplers"]
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.4))
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
     for i, name in enumerate(names):
         rs = [r for r in rows(records, name) if "models" in r]
         if not rs:
@@ -608,7 +615,6 @@ def plot(config: dict, records: list[dict], path: Any) -> None:
             ax.plot(x, m, style, color=f"C{i}", label=label(config, name))
             ax.fill_between(x, m - se, m + se, color=f"C{i}", alpha=0.2)
     for ax, metric in zip(axes[:3], ("accuracy", "NLL", "ECE"), strict=True):
-        ax.set_xscale("log")
         ax.set_xlabel("models in the BMA")
         ax.set_ylabel(f"test {metric}")
     axes[0].legend(fontsize=6)
@@ -621,7 +627,8 @@ def plot(config: dict, records: list[dict], path: Any) -> None:
                     color="C7")  # fmt: skip
         axes[3].set_xticks(range(len(bars)), [b[0] for b in bars], rotation=50, ha="right",
                            fontsize=6)  # fmt: skip
-    axes[3].set_ylabel("median bulk ESS of log p(y*|x*) per second")
+    axes[3].set_ylabel("ESS/s, median over test points")
+    axes[3].set_title("bulk ESS of log p(y*|x*, θ) per second", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

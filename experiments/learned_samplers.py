@@ -140,18 +140,20 @@ def plan(config: dict[str, Any], target: Any) -> dict[str, Any]:
 
 
 def make_kernel(entry: dict[str, Any], p: dict[str, Any], name: str) -> tuple[Any, int, int]:
-    """The kernel of a sampler's table, its thinning and its multiple of the run's steps."""
+    """The kernel of a sampler's table, its thinning and its multiple of the run's steps
+    (``steps_factor``: burn-in, thinning and steps all that many times longer, for a smaller
+    ``step_factor``·h over the same time span)."""
     import bdl
 
-    h, c = p["step_size"], p["friction"]
+    h, c = p["step_size"] * entry.get("step_factor", 1.0), p["friction"]
     kind = entry["kernel"]
     factor = int(entry.get("steps_factor", 1))
-    h = h * entry.get("step_factor", 1.0)
+    thin = p["thin"] * factor
     if kind == "sghmc":
-        return bdl.kernels.get("sghmc", step_size=h, friction=c), p["thin"], factor
+        return bdl.kernels.get("sghmc", step_size=h, friction=c), thin, factor
     if kind == "cyclical":
         per_cycle, exploration = entry["draws_per_cycle"], entry["exploration"]
-        cycle = per_cycle * p["thin"]  # as many steps per draw as the constant-step samplers
+        cycle = per_cycle * thin  # as many steps per draw as the constant-step samplers
         kernel = bdl.kernels.get(
             "cyclical",
             base="sghmc",
@@ -172,8 +174,8 @@ def make_kernel(entry: dict[str, Any], p: dict[str, Any], name: str) -> tuple[An
             c=entry["c"],
             meta_params=path,
         )
-        return kernel, p["thin"] * factor, factor
-    return bdl.kernels.get(kind, step_size=h, friction=c, meta_params=path), p["thin"], factor
+        return kernel, thin, factor
+    return bdl.kernels.get(kind, step_size=h, friction=c, meta_params=path), thin, factor
 
 
 def per_draw_probs(target: Any, positions: Any) -> Any:

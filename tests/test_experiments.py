@@ -215,3 +215,20 @@ def test_learned_samplers_family_comparison_of_identical_files_says_so(learned) 
     old["meta_params"] = os.fspath(learned.meta_params_file(config["samplers"]["l2e"]))
     text = "\n".join(learned.family_comparison(config, []))
     assert "byte-identical" in text
+
+
+def test_learned_samplers_kernels_draw_at_the_same_rate(learned) -> None:
+    config = _harness.load_config(EXPERIMENTS / "learned_samplers.toml", quick=False)
+    p = {"step_size": 0.01, "friction": 5.0, "thin": 20}
+    tables = {n: t for n, t in config["samplers"].items() if t["kernel"] != "ensemble"}
+    made = {n: learned.make_kernel(t, p, n) for n, t in tables.items()}
+    for name, (kernel, thin, factor) in made.items():
+        entry = config["samplers"][name]
+        if entry["kernel"] == "cyclical":  # draws from the sampling half of each cycle only
+            cycle, explore = kernel.cycle_length, kernel.exploration
+            assert cycle == entry["draws_per_cycle"] * p["thin"]
+            assert (cycle - round(explore * cycle)) // thin == entry["draws_per_cycle"]
+        else:  # a smaller step runs proportionally longer between draws
+            assert thin == p["thin"] * factor
+            assert factor * entry.get("step_factor", 1.0) == pytest.approx(1.0)
+    assert made["nnsghmc-half"][1:] == (40, 2)

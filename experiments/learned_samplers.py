@@ -709,10 +709,11 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
         "## Setup",
         "",
         f"- Model: `{m['name']}` (options {m.get('options', {})}), minibatch {m['batch_size']}, "
-        f"T = {m.get('temperature', 1.0):g}: a data set and a network outside the learned "
-        "kernels' meta-training (L2E and Kinetic-L2E: the families of `bdl.meta.tasks`, MLPs on "
-        "digits, iris, prior-drawn and 1-D regression tasks and a 4-channel 2-D CNN on 8×8 "
-        "digits; NNSGHMC: 10-D Gaussians, docs/meta-learning-nnsghmc.md).",
+        f"T = {m.get('temperature', 1.0):g}: a network outside the learned kernels' "
+        "meta-training. L2E and Kinetic-L2E were trained on task families of `bdl.meta.tasks` "
+        "(MLPs on digits, iris, prior-drawn and 1-D regression tasks and a 4-channel 2-D CNN on "
+        "8×8 digits in the previous family; a retrained family may add MNIST-1D MLPs, never this "
+        "CNN), NNSGHMC on 10-D Gaussians (docs/meta-learning-nnsghmc.md).",
         f"- Step: ℓ = {s['learning_rate']}, β = {s['momentum']} → h = √(ℓ/n), "
         "C = (1 − β)√(n/ℓ)"
         + (f" = ({p['step_size']:.4g}, {p['friction']:.4g})" if p else "")

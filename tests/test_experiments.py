@@ -217,8 +217,10 @@ def test_learned_samplers_family_comparison_of_identical_files_says_so(learned) 
     assert "byte-identical" in text
 
 
-def test_learned_samplers_kernels_draw_at_the_same_rate(learned) -> None:
-    config = _harness.load_config(EXPERIMENTS / "learned_samplers.toml", quick=False)
+@pytest.mark.parametrize("name", ["learned_samplers.toml", "learned_samplers_cifar10.toml"])
+def test_learned_samplers_kernels_draw_at_the_same_rate(learned, name: str) -> None:
+    config = _harness.load_config(EXPERIMENTS / name, quick=False)
+    learned.check_config(config)
     p = {"step_size": 0.01, "friction": 5.0, "thin": 20}
     tables = {n: t for n, t in config["samplers"].items() if t["kernel"] != "ensemble"}
     made = {n: learned.make_kernel(t, p, n) for n, t in tables.items()}
@@ -232,3 +234,25 @@ def test_learned_samplers_kernels_draw_at_the_same_rate(learned) -> None:
             assert thin == p["thin"] * factor
             assert factor * entry.get("step_factor", 1.0) == pytest.approx(1.0)
     assert made["nnsghmc-half"][1:] == (40, 2)
+
+
+def test_learned_samplers_family_comparison_says_whether_the_outcome_changes(
+    learned, tmp_path
+) -> None:
+    from bdl.kernels.elementwise_mlp import shipped_meta_params_path
+
+    config = _harness.load_config(EXPERIMENTS / "learned_samplers.toml", quick=True)
+    config["experiment"]["samplers"] = ["sghmc", "l2e", "l2e-previous"]
+    other = tmp_path / "previous.npz"
+    other.write_bytes(shipped_meta_params_path("l2e").read_bytes() + b"\0")
+    config["samplers"]["l2e-previous"]["meta_params"] = os.fspath(other)
+    base = _records("sghmc", [0.50, 0.52, 0.51], [0.80, 0.81, 0.80])
+    old = _records("l2e-previous", [0.50, 0.53, 0.50], [0.80, 0.80, 0.81])
+    new = _records("l2e", [0.40, 0.43, 0.41], [0.82, 0.83, 0.82])
+    text = "\n".join(learned.family_comparison(config, base + old + new))
+    assert "byte-identical" not in text
+    assert "Yes: against SGHMC it now wins" in text and "its NLL is lower" in text
+    text = "\n".join(learned.family_comparison(config, base + new + _records(
+        "l2e-previous", [0.41, 0.42, 0.42], [0.82, 0.82, 0.83])))  # fmt: skip
+    assert "No: it beats the same baselines (SGHMC)" in text
+    assert "does not differ beyond 2 se" in text

@@ -651,7 +651,7 @@ def describe(config: dict, name: str, p: dict[str, Any] | None) -> str:
         else ""
     )
     if kind == "sghmc":
-        text = f"`sghmc` at {step}, {c}"
+        text = f"`sghmc` at {step}, {c}{longer}"
     elif kind == "cyclical":
         text = (
             f"`cyclical(sghmc)` at peak step {e['peak_step']:g}·h, {c}, cosine cycles of "

@@ -19,6 +19,7 @@ from bdl.compile.positions import check_position
 from bdl.compile.target import Target
 from bdl.sampling.chain import run_chain
 from bdl.utils import arguments
+from bdl.utils.convolutions import canonical_convolutions, has_convolution
 
 PyTree = Any
 
@@ -48,8 +49,34 @@ def minimise(
         return (optax.apply_updates(params, updates), opt_state, stream), None
 
     init = (position, optimizer.init(position), compiled.init_batches(key))
-    (params, _, _), _ = run_chain(step, init, 0, num_steps)
+    (params, _, _), _ = run_chain(canonical_convolutions(step), init, 0, num_steps)
     return params
+
+
+def minimise_many(
+    compiled: CompiledModel,
+    optimizer: optax.GradientTransformation,
+    positions: PyTree,
+    keys: jax.Array,
+    num_steps: int,
+) -> PyTree:
+    """:func:`minimise` from each of ``positions`` (leading axis: members) with its own key:
+    a deep ensemble. Members run under ``vmap``, except for a convolutional model on the CPU,
+    where they run in turn (``lax.map``): XLA:CPU runs the grouped convolutions of the ``vmap``
+    form several times slower (:mod:`bdl.utils.convolutions`)."""
+
+    def one(position: PyTree, key: jax.Array) -> PyTree:
+        return minimise(compiled, optimizer, position, key, num_steps)
+
+    first = jax.tree.map(lambda a: a[0], (positions, keys))
+    _check(compiled, optimizer, *first, num_steps)
+    if jax.default_backend() == "cpu" and has_convolution(
+        lambda p, b: compiled.stochastic_energy_and_grad(p, b),
+        first[0],
+        compiled.next_batch(compiled.init_batches(first[1]), 0)[0],
+    ):
+        return jax.lax.map(lambda pk: one(*pk), (positions, keys))
+    return jax.vmap(one)(positions, keys)
 
 
 def _check(compiled: Any, optimizer: Any, position: PyTree, key: Any, num_steps: Any) -> None:

@@ -72,6 +72,7 @@ from bdl.kernels.parameterisation import LearningRate
 from bdl.kernels.preconditioners import Identity
 from bdl.kernels.recipe import Context, Evaluation, hamiltonian_grad
 from bdl.kernels.recipe_kernel import RecipeKernel
+from bdl.utils.convolutions import canonical_convolutions
 from bdl.utils.trees import tree_normal_like
 
 REFERENCE = "sghmc"
@@ -246,7 +247,7 @@ def make_part_scans(compiled: Any, kernels: dict[str, Any], steps: int) -> dict[
                 jax.tree.map(lambda x, o: x - 1e-9 * o, r, out),
             ), None
 
-        return jax.jit(lambda carry: jax.lax.scan(body, carry, ts)[0])
+        return jax.jit(lambda carry: jax.lax.scan(canonical_convolutions(body), carry, ts)[0])
 
     return {name: (scan(piece), (theta, r0)) for name, piece in pieces.items()}
 

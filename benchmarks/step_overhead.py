@@ -53,6 +53,7 @@ from _common import (
 )
 
 import bdl
+from bdl.utils.convolutions import canonical_convolutions
 
 TARGET_RATIO = 1.05
 TARGET_COMPILE_S = 3.0
@@ -78,7 +79,7 @@ def make_scans(compiled: Any, kernels: dict[str, Any], steps: int, lr: float) ->
         return jax.random.normal(jax.random.fold_in(k_noise, t), (d,))
 
     def scan(body: Any) -> Any:
-        return jax.jit(lambda carry: jax.lax.scan(body, carry, ts)[0])
+        return jax.jit(lambda carry: jax.lax.scan(canonical_convolutions(body), carry, ts)[0])
 
     def sgd_body(carry: Any, t: jax.Array) -> tuple[Any, None]:
         p, opt_state, stream = carry

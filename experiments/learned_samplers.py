@@ -247,7 +247,7 @@ def ensemble_run(config: dict[str, Any], target: Any, name: str, seed: int) -> t
     import jax
     import jax.numpy as jnp
 
-    from bdl.optimise import minimise
+    from bdl.optimise import minimise_many
 
     e, s = config["samplers"][name], config["sampling"]
     members = s["num_chains"] * s["draws"]
@@ -259,7 +259,7 @@ def ensemble_run(config: dict[str, Any], target: Any, name: str, seed: int) -> t
     starts = target.init_positions(key_init, members)
     keys = jax.random.split(key_run, members)
     group = min(e.get("parallel", members), members)
-    train = jax.jit(jax.vmap(lambda q, k: minimise(target, optimizer, q, k, steps)))
+    train = jax.jit(lambda q, k: minimise_many(target, optimizer, q, k, steps))
     compiled: dict[int, Any] = {}  # by group size: the last group may be shorter
     seconds, probs = 0.0, []
     for lo in range(0, members, group):

@@ -1,0 +1,164 @@
+"""Convolutions rewritten into XLA:CPU's canonical layout compute the same values and gradients,
+for every dimension layout, stride, padding, dilation and grouping; and the sampling loop gives
+the same draws whether a convolutional model's chains run under ``vmap`` or in turn."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import bdl
+from bdl.utils.convolutions import _canonical_convolution, canonical_convolutions, has_convolution
+
+CASES = [
+    # (spatial, lhs/rhs/out layouts, strides, padding, lhs dilation, rhs dilation, groups)
+    (1, ("NWC", "WIO", "NWC"), (2,), ((1, 1),), (1,), (1,), 1),
+    (1, ("NCW", "OIW", "NCW"), (1,), ((2, 0),), (2,), (1,), 1),
+    (2, ("NHWC", "HWIO", "NHWC"), (1, 2), ((1, 1), (0, 2)), (1, 1), (2, 1), 1),
+    (2, ("NCHW", "OIHW", "NCHW"), (2, 1), ((1, 0), (1, 1)), (1, 1), (1, 1), 2),
+    (2, ("NHWC", "OIHW", "NCHW"), (1, 1), ((0, 0), (1, 1)), (1, 2), (1, 1), 1),
+]
+
+
+def _operands(spatial: int, layouts: tuple[str, str, str], groups: int):
+    lhs_layout, rhs_layout, _ = layouts
+    sizes = {"N": 3, "C": 4, "I": 4 // groups, "O": 6, "H": 7, "W": 6}
+    if spatial == 1:
+        sizes["W"] = 9
+    kernel = {"H": 3, "W": 2}
+    lhs_shape = [sizes[a] for a in lhs_layout]
+    rhs_shape = [kernel[a] if a in "HW" else sizes[a] for a in rhs_layout]
+    k1, k2 = jax.random.split(jax.random.key(0))
+    return jax.random.normal(k1, lhs_shape), jax.random.normal(k2, rhs_shape)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[1][0] + "-" + c[1][2] for c in CASES])
+def test_the_canonical_form_is_the_same_convolution(case) -> None:
+    spatial, layouts, strides, padding, lhs_dil, rhs_dil, groups = case
+    lhs, rhs = _operands(spatial, layouts, groups)
+
+    def conv(lhs, rhs):
+        return lax.conv_general_dilated(
+            lhs, rhs, strides, padding, lhs_dil, rhs_dil, layouts, feature_group_count=groups
+        )
+
+    def loss(lhs, rhs):
+        return jnp.sum(jnp.sin(conv(lhs, rhs)))
+
+    expected = conv(lhs, rhs)
+    params = jax.make_jaxpr(conv)(lhs, rhs).jaxpr.eqns[0].params
+    direct = _canonical_convolution(lhs, rhs, **params)
+    np.testing.assert_allclose(direct, expected, rtol=1e-5, atol=1e-5)
+    # the gradient's transposed convolutions are rewritten too, and give the same gradient
+    grad = jax.grad(loss, argnums=(0, 1))
+    for want, got in zip(grad(lhs, rhs), canonical_convolutions(grad)(lhs, rhs), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_inside_a_loop_every_convolution_is_canonical() -> None:
+    w = jax.random.normal(jax.random.key(1), (3, 3, 2, 4))
+    x = jax.random.normal(jax.random.key(2), (5, 8, 8, 2))
+
+    def step(w, _):
+        def loss(w):
+            y = lax.conv_general_dilated(
+                x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+            )
+            return jnp.sum(y**2)
+
+        return w - 1e-3 * jax.grad(loss)(w), None
+
+    def labels(body):
+        run = jax.jit(lambda w: lax.scan(body, w, jnp.arange(3))[0])
+        text = run.lower(w).compile().as_text()
+        return {
+            line.split("dim_labels=")[1].split(",")[0]
+            for line in text.splitlines()
+            if "convolution(" in line
+        }
+
+    assert labels(step) != {"b01f_01io->b01f"}  # what the rewrite is for
+    assert labels(canonical_convolutions(step)) == {"b01f_01io->b01f"}
+    np.testing.assert_allclose(
+        jax.jit(lambda w: lax.scan(canonical_convolutions(step), w, jnp.arange(3))[0])(w),
+        jax.jit(lambda w: lax.scan(step, w, jnp.arange(3))[0])(w),
+        rtol=1e-5,
+    )
+
+
+def test_functions_without_convolutions_are_replayed_unchanged() -> None:
+    def f(a, b):
+        return {"s": jnp.tanh(a) @ b, "c": 2.0}
+
+    a, b = jnp.ones((2, 3)), jnp.arange(6.0).reshape(3, 2)
+    assert not has_convolution(f, a, b)
+    got, want = canonical_convolutions(f)(a, b), f(a, b)
+    np.testing.assert_array_equal(got["s"], want["s"])
+    assert jnp.asarray(got["c"]).dtype == jnp.asarray(want["c"]).dtype
+
+
+class _Net(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        h = nn.relu(nn.Conv(4, (3,), strides=2)(x[..., None]))
+        return nn.Dense(3)(h.reshape(h.shape[0], -1))
+
+
+def test_convolutional_chains_in_turn_give_the_draws_of_chains_under_vmap(monkeypatch) -> None:
+    """On the CPU a CNN's chains run one after another (``lax.map``); their draws equal those of
+    the same chains under ``vmap`` (same seed), up to float reassociation."""
+    import bdl.sampling.run as run
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 12)).astype(np.float32)
+    y = rng.integers(0, 3, size=64).astype(np.int32)
+    model = bdl.Model(network=_Net(), likelihood=bdl.Categorical(), prior=bdl.Normal(1.0))
+    compiled = bdl.compile(model, (x, y), batch_size=16)
+    kernel = bdl.kernels.get("sghmc", learning_rate=0.01, momentum=0.9)
+
+    def draws():
+        out = bdl.sample(
+            compiled, kernel, num_chains=3, num_steps=40, thin=10, seed=3, progress=False
+        )
+        return jax.tree.leaves(out.positions)
+
+    calls = []
+    sequential = run.sequential_chains
+    monkeypatch.setattr(
+        run, "sequential_chains", lambda *a: calls.append(sequential(*a)) or calls[-1]
+    )
+    in_turn = draws()
+    assert calls and all(calls)  # the CNN's chains did run in turn
+    jax.clear_caches()  # the loop is traced again, now under vmap
+    vmap_calls = []
+    monkeypatch.setattr(run, "sequential_chains", lambda *a: vmap_calls.append(1) and False)
+    vmapped = draws()
+    assert vmap_calls
+    for a, b in zip(in_turn, vmapped, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(in_turn[0][0], in_turn[0][1])  # the chains differ
+
+
+def test_an_ensemble_of_a_cnn_trains_each_member_as_alone() -> None:
+    import optax
+
+    from bdl.optimise import minimise, minimise_many
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(48, 12)).astype(np.float32)
+    y = rng.integers(0, 3, size=48).astype(np.int32)
+    model = bdl.Model(network=_Net(), likelihood=bdl.Categorical(), prior=bdl.Normal(1.0))
+    compiled = bdl.compile(model, (x, y), batch_size=16)
+    optimizer = optax.sgd(0.05, momentum=0.9)
+    starts = compiled.init_positions(jax.random.key(0), 3)
+    keys = jax.random.split(jax.random.key(1), 3)
+    many = jax.jit(lambda p, k: minimise_many(compiled, optimizer, p, k, 20))(starts, keys)
+    for m in range(3):
+        start = jax.tree.map(lambda a, m=m: a[m], starts)
+        alone = minimise(compiled, optimizer, start, keys[m], 20)
+        for a, b in zip(jax.tree.leaves(many), jax.tree.leaves(alone), strict=True):
+            np.testing.assert_allclose(a[m], b, rtol=1e-4, atol=1e-5)

@@ -1,5 +1,5 @@
 """The configuration of L2E and Kinetic-L2E meta-training (:mod:`bdl.meta.l2e_training`): every
-key of ``bdl/meta/configs/{l2e,kinetic-l2e}.toml`` with its type, default and range."""
+key of ``bdl/meta/configs/{l2e,l2e-paper,kinetic-l2e}.toml`` with its type, default and range."""
 
 from __future__ import annotations
 

@@ -216,6 +216,17 @@ def test_l2e_forms_read_their_own_shipped_parameters(monkeypatch):
     assert seen == ["l2e-paper", "l2e"]
 
 
+def test_l2e_forms_ship_their_own_trained_parameters():
+    for form, name, activation in (("residual", "l2e", "tanh"), ("paper", "l2e-paper", "relu")):
+        path = elementwise_mlp.shipped_meta_params_path(name)
+        assert path is not None, name
+        kernel = bdl.kernels.get("l2e", step_size=0.01, form=form)
+        assert kernel.meta_params["net"].activation == activation
+        np.testing.assert_array_equal(
+            kernel.meta_params["net"].weights[0], load_meta_params(path)["net"].weights[0]
+        )
+
+
 def test_nnsghmc_and_kinetic_l2e_with_zero_outputs_are_sghmc():
     """Zero output layers: f_Q = β₀ = 1, f_D = 0 (friction α + c); f_φ = 0 (g = ½‖r‖²)."""
     reference = _positions(run_steps(sghmc(0.05, 1.3), quartic_energy, 10))

@@ -209,7 +209,7 @@ def _stat(values: list[float]) -> str:
 
 
 def summarise(results: list[dict[str, Any]]) -> str:
-    names = ["SGHMC", "NNSGHMC"]
+    names = list(dict.fromkeys(r["sampler"] for r in results))  # in order of first appearance
     by = {n: [r for r in results if r["sampler"] == n] for n in names}
     checkpoints = sorted({int(t) for r in results for t in r["kl_curve"]})
     rows = [("step t", *names)]
@@ -234,7 +234,7 @@ def summarise(results: list[dict[str, Any]]) -> str:
         )
     )
     rows.append(("wall time (s)", *(_stat([r["wall_s"] for r in by[n]]) for n in names)))
-    w = [max(len(str(row[i])) for row in rows) for i in range(3)]
+    w = [max(len(str(row[i])) for row in rows) for i in range(len(names) + 1)]
     lines = [" | ".join(str(c).ljust(w[i]) for i, c in enumerate(row)) for row in rows]
     lines.insert(1, "-+-".join("-" * x for x in w))
     return "\n".join(lines)
@@ -247,7 +247,10 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
+    names = list(dict.fromkeys(r["sampler"] for r in results))
     colors = {"SGHMC": "C0", "NNSGHMC": "C3"}
+    others = iter(f"C{i}" for i in (1, 2, 4, 5, 6, 7, 8, 9))
+    colors.update({n: next(others) for n in names if n not in colors})
     for r in results:
         if not r["kl_curve"]:
             continue

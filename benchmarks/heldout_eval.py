@@ -15,6 +15,9 @@ Samplers, each with 4 chains × ``--steps`` steps (2,000 of burn-in, then one dr
   C, cycles of 200 steps with the first half exploring at T = 0, a draw every 50 steps of the
   sampling half (so as many draws as the others);
 * ``l2e`` and ``kinetic-l2e`` with the shipped meta-parameters and (h, C), as in meta-training;
+  ``l2e-paper``: L2E's paper form (``form="paper"``, its shipped ``l2e-paper.npz``);
+  ``l2e-v1``: the residual form with the parameters trained on the first eight families
+  (``experiments/meta_params/l2e-families-v1.npz``, the default before the family was widened);
 * ``nnsghmc`` with the shipped meta-parameters, step h and its training hyper-parameters
   (α = 1, β₀ = 1, c = 0.01, q_bound = 4); and ``nnsghmc-h/2``, the same at step h/2 with twice
   the steps (and thinning), because at h it can diverge on this task;
@@ -31,7 +34,8 @@ excluded) and ESS per second. Paired differences to SGHMC in NLL at k = 40 (same
 chains) with their standard error say whether a learned kernel beats SGHMC. A chain whose
 predictive is not finite has diverged: it is counted and left out of every mean (and its pair).
 
-Run: ``python benchmarks/heldout_eval.py [--seeds 3] [--steps 6000] [--out DIR] [--plot PNG]``;
+Run: ``python benchmarks/heldout_eval.py [--seeds 3] [--steps 6000] [--samplers sghmc,l2e,…]
+[--out DIR] [--plot PNG]`` (``--samplers`` takes names separated by commas or spaces);
 prints the tables and writes ``heldout_eval.json`` to ``--out``
 (default ``bdl-output/benchmarks/heldout_eval``).
 """
@@ -66,7 +70,19 @@ BURN_IN = 2_000
 THIN = 100
 DRAWS = 40
 REPORT_K = (1, 2, 5, 10, 20, 40)
-SAMPLERS = ("sghmc", "cyclical", "l2e", "kinetic-l2e", "nnsghmc", "nnsghmc-h/2", "ensemble")
+SAMPLERS = (
+    "sghmc",
+    "cyclical",
+    "l2e",
+    "l2e-paper",
+    "l2e-v1",
+    "kinetic-l2e",
+    "nnsghmc",
+    "nnsghmc-h/2",
+    "ensemble",
+)
+#: L2E's parameters trained on the first eight task families (the default before the widening)
+L2E_V1 = Path(__file__).resolve().parents[1] / "experiments/meta_params/l2e-families-v1.npz"
 ENSEMBLE_STEPS = 2_000
 ENSEMBLE_LR = 1e-3
 
@@ -75,10 +91,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=3, help="data seeds (fresh splits)")
     p.add_argument("--steps", type=int, default=BURN_IN + DRAWS * THIN)
-    p.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
+    p.add_argument(
+        "--samplers",
+        nargs="+",
+        default=list(SAMPLERS),
+        help=f"samplers, separated by commas or spaces, from {', '.join(SAMPLERS)}",
+    )
     p.add_argument("--out", type=Path, default=Path("bdl-output/benchmarks/heldout_eval"))
     p.add_argument("--plot", type=Path, default=None, help="figure path (default: in --out)")
     args = p.parse_args(argv)
+    args.samplers = [n for item in args.samplers for n in item.split(",") if n]
+    unknown = [n for n in args.samplers if n not in SAMPLERS]
+    if unknown or not args.samplers:
+        p.error(f"--samplers: unknown {unknown}; choose from {', '.join(SAMPLERS)}.")
     if args.steps < BURN_IN + DRAWS * THIN:
         p.error(f"--steps must be >= {BURN_IN + DRAWS * THIN} to collect {DRAWS} draws.")
     return args
@@ -101,6 +126,10 @@ def kernel_for(name: str, task: Task) -> tuple[Any, int, int]:
         if name.endswith("h/2"):  # half the step, twice the steps between draws
             return bdl.kernels.get("nnsghmc", step_size=h / 2, alpha=1.0, c=0.01), 2 * THIN, 2
         return bdl.kernels.get("nnsghmc", step_size=h, alpha=1.0, beta0=1.0, c=0.01), THIN, 1
+    if name == "l2e-paper":
+        return bdl.kernels.get("l2e", step_size=h, friction=c, form="paper"), THIN, 1
+    if name == "l2e-v1":
+        return bdl.kernels.get("l2e", step_size=h, friction=c, meta_params=L2E_V1), THIN, 1
     return bdl.kernels.get(name, step_size=h, friction=c), THIN, 1
 
 

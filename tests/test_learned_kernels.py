@@ -90,6 +90,14 @@ def test_l2e_is_approximate_for_the_right_reasons():
     assert any("depends on gradient history" in r for r in report.reasons), str(report)
 
 
+def test_l2e_paper_form_is_approximate_for_the_right_reasons():
+    kernel = bdl.kernels.get("l2e", form="paper", seed=2)
+    report = bdl.kernels.check(kernel, num_states=2, noise_draws=4000)
+    assert report.verdict == "approximate"
+    assert any("not a gradient" in r for r in report.reasons), str(report)
+    assert any("depends on gradient history" in r for r in report.reasons), str(report)
+
+
 def test_kinetic_l2e_is_exact():
     kernel = bdl.kernels.get(
         "kinetic-l2e", step_size=1e-2, meta_params=init_kinetic_l2e_params(3, final_scale=1.0)
@@ -113,6 +121,110 @@ def test_l2e_with_zero_heads_is_sghmc_step_for_step():
     moved = l2e(0.05, 1.3, meta_params=init_l2e_params(4, final_scale=0.5))
     c = _positions(run_steps(moved, quartic_energy, 25))
     assert np.max(np.abs(np.stack(c) - np.stack(b))) > 1e-2
+
+
+def _relu_mlp(net, x):
+    """The elementwise MLP by hand in float64: x is (coordinates, features)."""
+    h = np.asarray(x, np.float64)
+    n = len(net.weights)
+    for i, (w, b) in enumerate(zip(net.weights, net.biases, strict=True)):
+        h = h @ np.asarray(w, np.float64) + np.asarray(b, np.float64)
+        if i < n - 1:
+            h = np.maximum(h, 0.0)
+    return h
+
+
+def _paper_field(net, theta, r, grad, emas):
+    """Kim et al. (2024) Eq. 6's (α_φ, β_φ) by hand: per leaf, the 9 features (g, θ, r,
+    m_0.1…m_0.9999) divided by their RMS over the leaf, the ReLU network, its two outputs."""
+    alpha, beta = {}, {}
+    for name in theta:
+        raw = [grad[name], theta[name], r[name], *(m[name] for m in emas)]
+        cols = [np.ravel(np.asarray(f, np.float64)) for f in raw]
+        cols = [c / np.sqrt(np.mean(c**2) + 1e-30) for c in cols]
+        out = _relu_mlp(net, np.stack(cols, axis=1))
+        shape = np.shape(theta[name])
+        alpha[name], beta[name] = out[:, 0].reshape(shape), out[:, 1].reshape(shape)
+    return alpha, beta
+
+
+def test_l2e_paper_form_step_is_eq6_by_hand():
+    """Two steps of form="paper" at T = 0 against Eq. 6 written out with NumPy:
+    m_k ← d_k·m_k + (1 − d_k)·g,  r' = r − h[g + α(θ, r) + C·β(θ, r)],  θ' = θ + h·β(θ, r')."""
+    params = init_l2e_params(6, hidden=(5, 4), final_scale=1.0, form="paper")
+    assert params["net"].activation == "relu"
+    h, c = 0.05, 1.3
+    kernel = l2e(h, c, meta_params=params, form="paper", init_momentum="sample")
+    states = run_steps(kernel, quartic_energy, 2, step_size=h, temperature=0.0)
+    net = params["net"]
+    init = kernel.init(THETA0, jax.random.key(0))
+    theta = {k: np.asarray(v, np.float64) for k, v in THETA0.items()}
+    r = {k: np.asarray(v, np.float64) for k, v in init.z["r"].items()}
+    emas = [{k: np.zeros_like(v) for k, v in theta.items()} for _ in EMA_DECAYS]
+    grad_fn = jax.grad(quartic_energy)
+    for state in states:
+        g = {
+            k: np.asarray(v, np.float64)
+            for k, v in grad_fn(jax.tree.map(jnp.float32, theta)).items()
+        }
+        emas = [
+            {k: d * m[k] + (1 - d) * g[k] for k in theta}
+            for d, m in zip(EMA_DECAYS, emas, strict=True)
+        ]
+        alpha, beta = _paper_field(net, theta, r, g, emas)
+        r = {k: r[k] - h * (g[k] + alpha[k] + c * beta[k]) for k in theta}
+        _, beta_new = _paper_field(net, theta, r, g, emas)
+        theta = {k: theta[k] + h * beta_new[k] for k in theta}
+        _assert_trees_close(state.z["r"], r, rtol=1e-4, atol=1e-5)
+        _assert_trees_close(state.z["theta"], theta, rtol=1e-4, atol=1e-5)
+    # the field is not the residual form's (the comparison above is not vacuous)
+    residual = run_steps(
+        l2e(h, c, meta_params=params, init_momentum="sample"),
+        quartic_energy,
+        2,
+        step_size=h,
+        temperature=0.0,
+    )
+    assert np.max(np.abs(_positions(residual)[1] - _positions(states)[1])) > 1e-3
+
+
+def test_l2e_paper_form_initial_network_is_the_momentum_path():
+    """final_scale = 0: α = 0 and β = r/σ_r (relu(r̂) − relu(−r̂)) whatever the other features."""
+    net = init_l2e_params(3, final_scale=0.0, form="paper")["net"]
+    grad, theta, r, *emas = [_random_tree(20 + k, 1.0 + k) for k in range(9)]
+    alpha, beta = learned_field(net, theta, r, grad, tuple(emas), "paper")
+    _assert_trees_close(alpha, jax.tree.map(jnp.zeros_like, r))
+    _assert_trees_close(beta, jax.tree.map(lambda x: x / _rms(x), r))
+
+
+@pytest.mark.parametrize("form", ["Paper", "", None, 1])
+def test_l2e_bad_form_raises_naming_the_argument(form):
+    with pytest.raises(ValueError, match="form must be one of"):
+        bdl.kernels.get("l2e", step_size=0.01, form=form)
+
+
+def test_l2e_forms_read_their_own_shipped_parameters(monkeypatch):
+    seen = []
+
+    def shipped(name):
+        seen.append(name)
+        return None
+
+    monkeypatch.setattr(elementwise_mlp, "shipped_meta_params_path", shipped)
+    assert bdl.kernels.get("l2e", form="paper").meta_params["net"].activation == "relu"
+    assert bdl.kernels.get("l2e").meta_params["net"].activation == "tanh"
+    assert seen == ["l2e-paper", "l2e"]
+
+
+def test_l2e_forms_ship_their_own_trained_parameters():
+    for form, name, activation in (("residual", "l2e", "tanh"), ("paper", "l2e-paper", "relu")):
+        path = elementwise_mlp.shipped_meta_params_path(name)
+        assert path is not None, name
+        kernel = bdl.kernels.get("l2e", step_size=0.01, form=form)
+        assert kernel.meta_params["net"].activation == activation
+        np.testing.assert_array_equal(
+            kernel.meta_params["net"].weights[0], load_meta_params(path)["net"].weights[0]
+        )
 
 
 def test_nnsghmc_and_kinetic_l2e_with_zero_outputs_are_sghmc():

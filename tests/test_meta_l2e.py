@@ -1,6 +1,7 @@
 """Meta-training of L2E and Kinetic-L2E: the antithetic ES estimator (Kim et al. 2024, Eq. 10),
 the BMA meta-loss (Eq. 7), checkpoint/resume, config validation and the command line."""
 
+import dataclasses
 import json
 import math
 
@@ -14,9 +15,16 @@ import bdl
 from bdl.cli.main import main
 from bdl.kernels.elementwise_mlp import load_meta_params
 from bdl.meta import es, l2e_training
-from bdl.meta.config import load_config, parse_config
+from bdl.meta.config import load_config, parse_config, shipped_config_path
 from bdl.meta.l2e_training import L2EConfig, bma_meta_loss, zero_heads
-from bdl.meta.tasks import HELD_OUT, TRAINING_FAMILIES, TaskDistribution
+from bdl.meta.tasks import (
+    FIRST_FAMILIES,
+    HELD_OUT,
+    TRAINING_FAMILIES,
+    TaskDistribution,
+    make_task,
+    mnist1d_subsample,
+)
 
 TINY = {
     "kernel": "l2e",
@@ -148,14 +156,80 @@ def test_bad_config_keys_raise_naming_the_key(update, key, tmp_path):
         l2e_training.train({"kernel": "kinetic-l2e", **update}, tmp_path, progress=False)
 
 
+@pytest.mark.parametrize(
+    "table",
+    [{"kernel": "kinetic-l2e", "form": "paper"}, {"kernel": "l2e", "form": "Paper"}],
+)
+def test_bad_form_raises_naming_the_key(table):
+    with pytest.raises(ValueError, match="form"):
+        l2e_config(table)
+
+
 def test_shipped_configs_are_valid_and_hold_out_breast_cancer():
-    for name in ("l2e", "kinetic-l2e"):
-        cfg = l2e_config(load_config(None, name))
+    paper = l2e_config(load_config(str(shipped_config_path("l2e-paper")), "l2e"))
+    residual = l2e_config(load_config(None, "l2e"))
+    kinetic = l2e_config(load_config(None, "kinetic-l2e"))
+    for cfg in (paper, residual, kinetic):
         assert cfg.held_out == HELD_OUT and HELD_OUT not in cfg.families
-        assert set(cfg.families) == set(TRAINING_FAMILIES)
         assert cfg.num_steps >= 1000
+    assert (paper.form, residual.form) == ("paper", "residual")
+    assert (paper.meta_params_name, residual.meta_params_name) == ("l2e-paper", "l2e")
+    # both L2E forms train on the same (widened) family; Kinetic-L2E keeps its first eight
+    assert set(paper.families) == set(residual.families) == set(TRAINING_FAMILIES)
+    assert set(kinetic.families) == set(FIRST_FAMILIES)
+    assert not any("mnist1d-cnn" in f for f in TRAINING_FAMILIES)
+    # the two forms differ in nothing but the form and the evaluation rounds
+    differ = {
+        f.name
+        for f in dataclasses.fields(L2EConfig)
+        if getattr(paper, f.name) != getattr(residual, f.name)
+    }
+    assert differ == {"form", "eval_repeats"}
     with pytest.raises(ValueError, match="held_out"):
         TaskDistribution([*TRAINING_FAMILIES, HELD_OUT], HELD_OUT)
+
+
+def test_mnist1d_tasks_are_stratified_disjoint_subsamples():
+    a, b = mnist1d_subsample(4), mnist1d_subsample(6)
+    assert a.x_train.shape == (1000, 40) and a.x_test.shape == (500, 40)
+    np.testing.assert_array_equal(np.bincount(a.y_train, minlength=10), np.full(10, 100))
+    np.testing.assert_array_equal(np.bincount(a.y_test, minlength=10), np.full(10, 50))
+    rows = {r.tobytes() for r in a.x_train}
+    assert not any(r.tobytes() in rows for r in a.x_test)
+    assert not np.array_equal(a.x_train, b.x_train)
+    np.testing.assert_array_equal(a.x_train, mnist1d_subsample(4).x_train)
+
+
+@pytest.mark.parametrize(
+    ("name", "dim"), [("digits-rescnn-4x2", 986), ("mnist1d-mlp-16x16x16", 1370)]
+)
+def test_widened_families_have_their_documented_size(name, dim):
+    task = make_task(name, 2)
+    theta = jax.tree.map(lambda a: a[0], task.model.init_positions(jax.random.key(0), 1))
+    assert sum(int(np.size(x)) for x in jax.tree.leaves(theta)) == dim
+    assert np.isfinite(
+        float(task.model.log_likelihood(theta, task.model.x_test, task.model.y_test).sum())
+    )
+
+
+def test_paper_form_trains_against_the_same_sghmc_baseline(tmp_path):
+    """form = "paper" writes l2e-paper.npz; its per-iteration SGHMC baseline (residual form,
+    zero heads, run in a call of its own) equals the residual form's in-population baseline on
+    the same tasks and chain keys."""
+    table = {**TINY, "iterations": 2, "held_out": "iris-mlp-16"}
+    paper = l2e_training.train({**table, "form": "paper"}, tmp_path / "p", progress=False)
+    residual = l2e_training.train({**table, "eval_repeats": 0}, tmp_path / "r", progress=False)
+    assert paper.meta_params_path.name == "l2e-paper.npz"
+    assert load_meta_params(paper.meta_params_path)["net"].activation == "relu"
+    np.testing.assert_allclose(
+        [h["sghmc_loss"] for h in paper.history],
+        [h["sghmc_loss"] for h in residual.history],
+        rtol=1e-4,
+    )
+    assert [h["loss"] for h in paper.history] != [h["loss"] for h in residual.history]
+    evaluation = json.loads((tmp_path / "p" / "eval.json").read_text())
+    assert [r["held_out"] for r in evaluation] == [False, True]
+    assert all(np.isfinite(r["l2e-paper"]) and np.isfinite(r["sghmc"]) for r in evaluation)
 
 
 def test_tasks_replay_from_seed_and_iteration():

@@ -17,7 +17,17 @@ correct, with the network as a residual around SGHMC:
     α_φ = σ_g·head_α(x̂),    β_φ = r + σ_r·head_β(x̂),
 
 where σ_g and σ_r are the per-leaf RMS of the gradient and of the momentum. Zero heads give
-α = 0, β = r: exactly SGHMC (with unit mass), step for step.
+α = 0, β = r: exactly SGHMC (with unit mass), step for step. This is ``form="residual"``, the
+default, on a tanh network.
+
+``form="paper"`` reads the heads as Eq. 6 writes them, the network outputs themselves, on a ReLU
+network:
+
+    α_φ = head_α(x̂),    β_φ = head_β(x̂).
+
+Zero heads then freeze θ (β = 0); the paper form's initial parameters instead route the
+normalised momentum through two ReLU units, head_β = relu(r̂) − relu(−r̂) = r̂ = r/σ_r, so it
+starts at SGHMC with the momentum rescaled by its per-leaf RMS (σ_r ≈ 1 at T = 1).
 
 The running averages are a history transform (:class:`GradientAverages`), not recipe variables,
 and the field is neither constrained to be a gradient nor a function of z alone: ``bdl check
@@ -28,6 +38,7 @@ and averages.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any, NamedTuple
 
@@ -59,19 +70,75 @@ NUM_FEATURES = 3 + len(EMA_DECAYS)
 NETWORKS: dict[str, tuple[int, int]] = {"net": (NUM_FEATURES, 2)}
 _EPS = 1e-30
 
+#: how the two heads become (α_φ, β_φ): ``"residual"`` (scaled, around SGHMC; the default) or
+#: ``"paper"`` (the outputs themselves, Kim et al. 2024 Eq. 6)
+FORMS: tuple[str, ...] = ("residual", "paper")
+DEFAULT_FORM = "residual"
+#: the hidden activation of each form's initial network
+ACTIVATION: dict[str, str] = {"residual": "tanh", "paper": "relu"}
+
+
+def check_form(form: Any) -> str:
+    """``form`` if it is one of :data:`FORMS`, else a ``ValueError`` naming the argument."""
+    if not isinstance(form, str) or form not in FORMS:
+        raise ValueError(
+            f"l2e: form must be one of {list(FORMS)} ('residual': α = σ_g·head_α, "
+            f"β = r + σ_r·head_β; 'paper': α, β = the network outputs, Kim et al. 2024 Eq. 6); "
+            f"got {form!r}."
+        )
+    return form
+
+
+def meta_params_name(form: str) -> str:
+    """The shipped meta-parameter file of a form: ``l2e`` or ``l2e-paper``
+    (``bdl/kernels/meta_params/<name>.npz``)."""
+    return "l2e" if check_form(form) == "residual" else "l2e-paper"
+
 
 def init_l2e_params(
     seed: int = 0,
     hidden: tuple[int, ...] = (32, 32),
     *,
     final_scale: float = 0.1,
-    activation: str = "tanh",
+    activation: str | None = None,
+    form: str = DEFAULT_FORM,
 ) -> MetaParams:
     """Random meta-parameters: one MLP 9 → 32 → 32 → 2 (heads α, β) whose last layer is scaled
-    by ``final_scale`` (0: L2E is exactly SGHMC)."""
+    by ``final_scale``; the activation defaults to the form's (:data:`ACTIVATION`).
+
+    ``form="residual"``: ``final_scale=0`` makes L2E exactly SGHMC. ``form="paper"``: the first
+    two units of every hidden layer carry relu(r̂) and relu(−r̂) (the first layer reads r̂ with
+    weights ±1, later layers pass the two units on with weight 1) and head_β adds their
+    difference, r̂, to the scaled random output; ``final_scale=0`` gives α = 0, β = r/σ_r.
+    Needs a ReLU network and hidden widths of at least 2.
+    """
+    form = check_form(form)
+    activation = ACTIVATION[form] if activation is None else activation
     key = jax.random.key(seed)
     sizes = (NUM_FEATURES, *hidden, 2)
-    return {"net": init_mlp(key, sizes, activation=activation, final_scale=final_scale)}
+    net = init_mlp(key, sizes, activation=activation, final_scale=final_scale)
+    if form == "paper":
+        net = _with_momentum_path(net)
+    return {"net": net}
+
+
+def _with_momentum_path(net: ElementwiseMLP) -> ElementwiseMLP:
+    """``net`` with units 0 and 1 of every hidden layer set to relu(±r̂) and head_β += r̂."""
+    if net.activation != "relu" or min(w.shape[1] for w in net.weights[:-1]) < 2:
+        raise ValueError(
+            "l2e: the paper form's initial network needs activation='relu' and hidden widths "
+            f">= 2 (the momentum path); got {net.activation!r}, "
+            f"{[int(w.shape[1]) for w in net.weights[:-1]]}."
+        )
+    weights, biases = list(net.weights), list(net.biases)
+    w0 = weights[0].at[:, :2].set(0.0)
+    weights[0] = w0.at[_R_FEATURE, 0].set(1.0).at[_R_FEATURE, 1].set(-1.0)
+    for i in range(1, len(weights) - 1):
+        weights[i] = weights[i].at[:, :2].set(0.0).at[0, 0].set(1.0).at[1, 1].set(1.0)
+    for i in range(len(biases) - 1):
+        biases[i] = biases[i].at[:2].set(0.0)
+    weights[-1] = weights[-1].at[0, 1].add(1.0).at[1, 1].add(-1.0)
+    return ElementwiseMLP(tuple(weights), tuple(biases), net.activation)
 
 
 def _rms(x: jax.Array) -> jax.Array:
@@ -94,9 +161,15 @@ def features(theta: PyTree, r: PyTree, grad: PyTree, emas: tuple[PyTree, ...]) -
 
 
 def learned_field(
-    net: ElementwiseMLP, theta: PyTree, r: PyTree, grad: PyTree, emas: tuple[PyTree, ...]
+    net: ElementwiseMLP,
+    theta: PyTree,
+    r: PyTree,
+    grad: PyTree,
+    emas: tuple[PyTree, ...],
+    form: str = DEFAULT_FORM,
 ) -> tuple[PyTree, PyTree]:
-    """(α_φ, β_φ) = (σ_g·head_α, r + σ_r·head_β) at (θ, r) given the gradient features.
+    """(α_φ, β_φ) = (σ_g·head_α, r + σ_r·head_β) (``form="residual"``) or (head_α, head_β)
+    (``form="paper"``, Kim et al. 2024 Eq. 6) at (θ, r) given the gradient features.
 
     The same function as :func:`features` followed by ``net.map_tree``, computed on one flat
     vector per feature: the leaves are concatenated once, the per-leaf RMS of all features come
@@ -126,8 +199,11 @@ def learned_field(
     )
     r_hat = r_flat / _per_coordinate(rms_r, sizes)[0]
     heads = net.after_first_layer(base + w0[_R_FEATURE][:, None] * r_hat[None])  # (N, 2)
-    alpha = _per_coordinate(rms_fixed[:1], sizes)[0] * heads[:, 0]
-    beta = r_flat + _per_coordinate(rms_r, sizes)[0] * heads[:, 1]
+    if form == "paper":
+        alpha, beta = heads[:, 0], heads[:, 1]
+    else:
+        alpha = _per_coordinate(rms_fixed[:1], sizes)[0] * heads[:, 0]
+        beta = r_flat + _per_coordinate(rms_r, sizes)[0] * heads[:, 1]
     return _unflat(alpha, treedef, leaves, sizes), _unflat(beta, treedef, leaves, sizes)
 
 
@@ -176,6 +252,7 @@ class L2ERecipe(UnitMassMomentum):
     grad: PyTree = None
     emas: tuple[PyTree, ...] = ()
     init_momentum: str = eqx.field(static=True, default="zero")
+    form: str = eqx.field(static=True, default=DEFAULT_FORM)
 
     @property
     def meta_params(self) -> MetaParams:
@@ -185,7 +262,7 @@ class L2ERecipe(UnitMassMomentum):
         return 0.5 * sum(jnp.sum(r * r) for r in jax.tree.leaves(z["r"]))
 
     def kinetic_grad(self, z: State) -> State:
-        alpha, beta = learned_field(self.net, z["theta"], z["r"], self.grad, self.emas)
+        alpha, beta = learned_field(self.net, z["theta"], z["r"], self.grad, self.emas, self.form)
         return {"theta": alpha, "r": beta}
 
     def init_aux(self, position: PyTree, key: jax.Array) -> State:
@@ -235,6 +312,7 @@ def l2e(
     learning_rate: float | None = None,
     momentum: float | None = None,
     init_momentum: str = "zero",
+    form: str = DEFAULT_FORM,
 ) -> RecipeKernel:
     """L2E with step size h and friction C (or learning rate ℓ and momentum β).
 
@@ -246,9 +324,22 @@ def l2e(
         seed: random meta-parameters from this seed instead.
         learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), C = (1 − β)√(n/ℓ) at bind.
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(0, I)).
+        form: how the heads become (α_φ, β_φ): ``"residual"`` (default; α = σ_g·head_α,
+            β = r + σ_r·head_β, tanh network, zero heads = SGHMC) or ``"paper"`` (α = head_α,
+            β = head_β as in Kim et al. 2024 Eq. 6, ReLU network). Each form has its own
+            shipped meta-parameters (``l2e.npz``, ``l2e-paper.npz``).
     """
+    form = check_form(form)
     step, friction = step_and_friction("l2e", step_size, friction, learning_rate, momentum)
     check_init_momentum(init_momentum, "l2e")
-    params = resolve_meta_params("l2e", meta_params, seed, init_l2e_params, NETWORKS)
-    recipe = L2ERecipe(params["net"], friction=Scalar(friction), init_momentum=init_momentum)
+    params = resolve_meta_params(
+        meta_params_name(form),
+        meta_params,
+        seed,
+        functools.partial(init_l2e_params, form=form),
+        NETWORKS,
+    )
+    recipe = L2ERecipe(
+        params["net"], friction=Scalar(friction), init_momentum=init_momentum, form=form
+    )
     return RecipeKernel(recipe, step, SymplecticEuler(), GradientAverages(), name="l2e")

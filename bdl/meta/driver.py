@@ -154,7 +154,8 @@ def run(
                 signal.signal(signal.SIGTERM, previous_handler)
     meter.close(it)
     checkpoint()
-    path = save_meta_params(out / f"{kernel}.npz", jax.device_get(loop.meta_params(state)))
+    name = getattr(config, "meta_params_name", kernel)  # e.g. a kernel variant's own file
+    path = save_meta_params(out / f"{name}.npz", jax.device_get(loop.meta_params(state)))
     plot_history(history, out / "loss.png", **loop.plot)
     result = TrainingRun(kernel, out, path, history, elapsed(), it)
     return result, state

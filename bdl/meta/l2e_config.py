@@ -1,5 +1,5 @@
 """The configuration of L2E and Kinetic-L2E meta-training (:mod:`bdl.meta.l2e_training`): every
-key of ``bdl/meta/configs/{l2e,kinetic-l2e}.toml`` with its type, default and range."""
+key of ``bdl/meta/configs/{l2e,l2e-paper,kinetic-l2e}.toml`` with its type, default and range."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ class L2EConfig:
     when a run is resumed)."""
 
     kernel: Literal["l2e", "kinetic-l2e"]
+    form: Literal["residual", "paper"] = "residual"  # L2E's output form (bdl.kernels.l2e)
     seed: int = 0
     iterations: int = field(default=120, compare=False)
     num_pairs: int = 4
@@ -54,3 +55,15 @@ class L2EConfig:
         require(self, "families", self.families and not unknown, f"names in {sorted(FAMILIES)}")
         require(self, "held_out", self.held_out in ("", *FAMILIES), "a family name or ''")
         require(self, "held_out", self.held_out not in self.families, "not in 'families'")
+        require(
+            self,
+            "form",
+            self.form == "residual" or self.kernel == "l2e",
+            "'residual' unless kernel = 'l2e' (only L2E has output forms)",
+        )
+
+    @property
+    def meta_params_name(self) -> str:
+        """The name of the trained parameters' file: ``<kernel>.npz``, ``l2e-paper.npz`` for
+        L2E's paper form (the file ``bdl.kernels.l2e(form=...)`` ships)."""
+        return "l2e-paper" if self.form == "paper" else self.kernel

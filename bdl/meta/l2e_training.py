@@ -19,7 +19,9 @@ One outer iteration (Kim et al. 2024, Alg. 1):
 Only the held-out log-likelihoods of the kept states leave the scan, so memory does not grow
 with the chain length. Alongside the population the unperturbed sampler with zero output heads
 (exactly SGHMC, see :mod:`bdl.kernels.l2e`) runs with the same random numbers, so every
-iteration records the meta-loss of the untrained baseline on the same task.
+iteration records the meta-loss of the untrained baseline on the same task. For L2E's paper form
+(``form = "paper"``), whose zero heads would freeze θ, the baseline is the residual form's zero
+heads (SGHMC) in a call of its own, with the same chain key.
 
 :func:`train` dispatches on the config's ``kernel`` (``"l2e"`` or ``"kinetic-l2e"``); the two
 differ only in their meta-parameters and kernel class. The outer loop, checkpoints and outputs
@@ -134,16 +136,29 @@ class InnerSettings:
     thin: int
     loss_cap: float
     init_momentum: str
+    form: str = "residual"
+
+    @property
+    def baseline_inside(self) -> bool:
+        """Whether zero output heads make this kernel SGHMC, so the baseline can join the
+        population (not so for L2E's paper form: there zero heads freeze θ)."""
+        return self.form == "residual"
+
+    def sghmc(self) -> InnerSettings:
+        """The settings whose kernel, at zero heads, is SGHMC (L2E's residual form)."""
+        return dataclasses.replace(self, form="residual")
 
 
 def make_kernel(settings: InnerSettings, params: MetaParams, task: TaskHyper) -> Kernel:
     """The learned kernel with meta-parameters ``params`` at the task's step size and friction."""
     factory, _ = KERNELS[settings.kernel]
+    extra = {"form": settings.form} if settings.kernel == "l2e" else {}
     return factory(
         task.step_size,
         task.friction,
         meta_params=params,
         init_momentum=settings.init_momentum,
+        **extra,
     )
 
 
@@ -193,17 +208,35 @@ def _stack(params_list: list[MetaParams]) -> MetaParams:
     return jax.tree.map(lambda *xs: jnp.stack(xs), *params_list)
 
 
-@partial(jax.jit, static_argnums=(2, 3))
+@partial(jax.jit, static_argnums=(2, 3, 4))
 def _population(
-    params: MetaParams, key: jax.Array, num_pairs: int, sigma: float
+    params: MetaParams, key: jax.Array, num_pairs: int, sigma: float, with_baseline: bool = True
 ) -> tuple[MetaParams, MetaParams, jax.Array]:
-    """(η, [φ + η_1..N, φ − η_1..N, zero heads], the common chain key repeated 2N + 1 times)."""
+    """(η, [φ + η_1..N, φ − η_1..N, zero heads], the common chain key repeated 2N + 1 times);
+    without the zero-head member when ``with_baseline`` is false (2N keys)."""
     k_eps, k_chain = jax.random.split(key)
     eps = es.perturbations(k_eps, params, num_pairs, sigma)
     population = es.antithetic_population(params, eps)
+    if not with_baseline:
+        return eps, population, jnp.broadcast_to(k_chain, (2 * num_pairs,))
     baseline = jax.tree.map(lambda x: x[None], zero_heads(params))
     population = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), population, baseline)
     return eps, population, jnp.broadcast_to(k_chain, (2 * num_pairs + 1,))
+
+
+def sghmc_losses(
+    settings: InnerSettings, params: MetaParams, task: Task, keys: jax.Array
+) -> jax.Array:
+    """Meta-losses of SGHMC (L2E's residual form with zero heads) with chain keys ``keys``, one
+    chain per key and one compiled population of one member, whatever the number of keys."""
+    zero = jax.tree.map(lambda x: x[None], zero_heads(params))
+    hyper = TaskHyper.of(task)
+    return jnp.concatenate(
+        [
+            population_losses(settings.sghmc(), zero, task.model, hyper, keys[i : i + 1])
+            for i in range(keys.shape[0])
+        ]
+    )
 
 
 @eqx.filter_jit
@@ -242,8 +275,11 @@ def es_step(
     """One outer iteration on one task (Kim et al. 2024, Alg. 1 lines 5–10 with N pairs):
     perturb φ, run the 2N inner loops and the zero-head baseline under one ``vmap`` with common
     random numbers, estimate the gradient (Eq. 10), clip its global norm, take an Adam step."""
-    eps, population, keys = _population(params, key, num_pairs, sigma)
+    inside = settings.baseline_inside
+    eps, population, keys = _population(params, key, num_pairs, sigma, inside)
     losses = population_losses(settings, population, task.model, TaskHyper.of(task), keys)
+    if not inside:
+        losses = jnp.concatenate([losses, sghmc_losses(settings, params, task, keys[:1])])
     params, opt_state, stats = _update(optimizer, params, opt_state, eps, losses, sigma)
     return params, opt_state, {k: float(v) for k, v in stats.items()}
 
@@ -262,22 +298,33 @@ def evaluate(
     """Meta-loss (Eq. 7) of ``params`` and of the zero-head sampler (SGHMC) on each task.
 
     Each of ``repeats`` rounds runs N = ``num_pairs`` chains of each sampler, paired on the same
-    chain keys (the population size 2N + 1 of training, so nothing recompiles). Returns one
-    record per task: both mean losses over the N·repeats chains, their paired difference and
-    its standard error.
+    chain keys (the population size 2N + 1 of training, so nothing recompiles). L2E's paper form
+    runs 2N chains per round in its training population of 2N and SGHMC on the same 2N keys one
+    chain at a time (the baseline's compiled size in training). Returns one record per task: both
+    mean losses over the chains, their paired difference and its standard error.
     """
     zero = zero_heads(params)
-    population = _stack([params] * num_pairs + [zero] * num_pairs + [params])
+    inside = settings.baseline_inside
+    if inside:
+        population = _stack([params] * num_pairs + [zero] * num_pairs + [params])
+    else:
+        population = _stack([params] * (2 * num_pairs))
     results = []
     for i, task in enumerate(tasks):
         trained, base = [], []
         for r in range(repeats):
             key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), i), r)
+            hyper = TaskHyper.of(task)
+            if not inside:
+                keys = jax.random.split(key, 2 * num_pairs)
+                trained.extend(
+                    np.asarray(population_losses(settings, population, task.model, hyper, keys))
+                )
+                base.extend(np.asarray(sghmc_losses(settings, params, task, keys)))
+                continue
             keys = jax.random.split(key, num_pairs)
             keys = jnp.concatenate([keys, keys, keys[:1]])
-            losses = np.asarray(
-                population_losses(settings, population, task.model, TaskHyper.of(task), keys)
-            )
+            losses = np.asarray(population_losses(settings, population, task.model, hyper, keys))
             trained.extend(losses[:num_pairs])
             base.extend(losses[num_pairs : 2 * num_pairs])
         diff = np.asarray(trained) - np.asarray(base)
@@ -299,9 +346,11 @@ def evaluate(
 # ------------------------------------------------------------------------------ training
 def init_params(cfg: L2EConfig) -> MetaParams:
     """φ₀: the kernel's random meta-parameters with the output layer scaled by
-    ``init_final_scale`` (0: the sampler starts as SGHMC)."""
+    ``init_final_scale`` (0: the sampler starts as SGHMC; for L2E's paper form, as SGHMC with
+    the momentum divided by its per-leaf RMS, see :func:`bdl.kernels.l2e.init_l2e_params`)."""
     _, init = KERNELS[cfg.kernel]
-    return init(cfg.init_seed, final_scale=cfg.init_final_scale)
+    extra = {"form": cfg.form} if cfg.kernel == "l2e" else {}
+    return init(cfg.init_seed, final_scale=cfg.init_final_scale, **extra)
 
 
 @functools.cache
@@ -315,7 +364,13 @@ def make_optimizer(cfg: L2EConfig) -> optax.GradientTransformation:
 def settings_of(cfg: L2EConfig) -> InnerSettings:
     """The inner-loop settings (Alg. 2) of a config."""
     return InnerSettings(
-        cfg.kernel, cfg.num_steps, cfg.burn_in, cfg.thin, cfg.loss_cap, cfg.init_momentum
+        cfg.kernel,
+        cfg.num_steps,
+        cfg.burn_in,
+        cfg.thin,
+        cfg.loss_cap,
+        cfg.init_momentum,
+        cfg.form,
     )
 
 
@@ -337,7 +392,7 @@ def train(
     """
     kernel = config.get("kernel", "l2e") if isinstance(config, Mapping) else config.kernel
     cfg = parse_config(L2EConfig, config, f"meta-train {kernel}")
-    kernel = cfg.kernel
+    kernel = cfg.meta_params_name  # "l2e-paper" for L2E's paper form
     distribution = TaskDistribution(cfg.families, cfg.held_out or None)
     optimizer = make_optimizer(cfg)
     settings = settings_of(cfg)

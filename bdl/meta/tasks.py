@@ -19,10 +19,18 @@ Families (name: data with train / held-out sizes; network; prior; dimension of �
 * ``signal-mlp-16``: a random 1-D signal (:func:`signal_1d`), 64 / 256; MLP 1-16-16-1 tanh,
   Gaussian likelihood σ = 0.2; N(0, 1); 321.
 * ``iris-mlp-16``: iris, 120 / 30; MLP 4-16-3 ReLU; N(0, 1); 131.
+* ``digits-rescnn-4``: 8×8×1 digits; 3×3 convolution, 4 channels, stride 2, ReLU, then one
+  residual block x ← relu(x + conv₃ₓ₃(x)) with 4 channels, dense 64-10; N(0, 1); 838.
+* ``digits-rescnn-4x2``: the same with two residual blocks; 986.
+* ``mnist1d-mlp-16``, ``mnist1d-mlp-32``, ``mnist1d-mlp-16x16``, ``mnist1d-mlp-16x16x16``:
+  MNIST-1D (40-sample 1-D signals, 10 classes), 1,000 / 500 drawn from a pool of 5,000
+  (:func:`mnist1d_subsample`); MLPs 40-16-10, 40-32-10, 40-16-16-10 and 40-16-16-16-10 ReLU;
+  N(0, 1); 826, 1,642, 1,098, 1,370.
 * ``breast-cancer-mlp-24`` (held out): breast cancer, 455 / 114; MLP 30-24-2 ReLU; N(0, 1); 794.
 
 A task of a family is a fresh train/held-out split (digits, iris, breast cancer: a stratified
-split with the task's data seed), a fresh draw of the generating network and its data
+split with the task's data seed; MNIST-1D: a stratified subsample of 100 / 50 signals per class
+from the package's 5,000), a fresh draw of the generating network and its data
 (prior-MLP data, Wenzel et al. 2020 App. N) or a fresh random signal
 y = Σ_{j=1}^{3} a_j sin(ω_j x + ψ_j) + ε (1-D signals). Training tasks use even data seeds and
 evaluation tasks odd ones, so no evaluation split or signal is ever trained on.
@@ -30,7 +38,12 @@ evaluation tasks odd ones, so no evaluation split or signal is ever trained on.
 **Held out.** ``breast-cancer-mlp-24`` is never part of the training distribution: neither the
 dataset (30 tabular features, 2 classes) nor the hidden width 24 appears in any training family.
 It measures transfer to an unseen task, as CIFAR-10/100 and Tiny-ImageNet do in the paper
-(whose meta-training sees only MNIST-like data).
+(whose meta-training sees only MNIST-like data). No MNIST-1D convolutional network is a training
+family either: that architecture is kept for measuring transfer to an unseen architecture.
+
+The residual CNNs and the MNIST-1D MLPs of varied width and depth move the distribution towards
+Kim et al. (2024, App. I.2): CNNs of 1–5 layers of 4–16 channels with or without residual
+connections on MNIST-like data, at sizes that keep one inner loop a few seconds on a CPU.
 
 Every task is an ordinary compiled model (:func:`bdl.compile`) whose training split is its data
 and whose held-out split is its ``x_test``/``y_test``. The tasks of one family share a
@@ -57,14 +70,16 @@ import numpy as np
 
 import bdl
 from bdl.compile.compiled_model import CompiledModel
-from bdl.data import Dataset, breast_cancer, digits, iris, mlp_prior_data
+from bdl.data import Dataset, breast_cancer, digits, iris, mlp_prior_data, mnist1d
 
 __all__ = [
     "CNN",
     "FAMILIES",
+    "FIRST_FAMILIES",
     "HELD_OUT",
     "MLP",
     "TRAINING_FAMILIES",
+    "ResCNN",
     "Task",
     "TaskDistribution",
     "TaskFamily",
@@ -105,7 +120,49 @@ class CNN(nn.Module):
         return nn.Dense(self.outputs)(x.reshape(x.shape[0], -1))
 
 
+class ResCNN(nn.Module):
+    """A 3×3 same-padded ReLU convolution with ``channels`` and stride 2, then ``blocks``
+    residual blocks x ← relu(x + conv₃ₓ₃(x)) at the same width, then a linear read-out of the
+    flattened feature map (inputs NHWC)."""
+
+    channels: int
+    blocks: int
+    outputs: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = nn.relu(nn.Conv(self.channels, (3, 3), strides=(2, 2), padding="SAME")(x))
+        for _ in range(self.blocks):
+            x = nn.relu(x + nn.Conv(self.channels, (3, 3), padding="SAME")(x))
+        return nn.Dense(self.outputs)(x.reshape(x.shape[0], -1))
+
+
 # ------------------------------------------------------------------------------ data
+@functools.cache
+def _mnist1d_pool() -> tuple[np.ndarray, np.ndarray]:
+    """The package's MNIST-1D signals (seed 42, 5,000 examples), both splits pooled."""
+    data = mnist1d()
+    return (
+        np.concatenate([data.x_train, data.x_test]).astype(np.float32),
+        np.concatenate([data.y_train, data.y_test]).astype(np.int32),
+    )
+
+
+def mnist1d_subsample(seed: int, per_class_train: int = 100, per_class_test: int = 50) -> Dataset:
+    """A stratified subsample of MNIST-1D: ``per_class_train`` training and ``per_class_test``
+    held-out signals of each of the 10 classes, disjoint, drawn without replacement from the
+    package's 5,000 (:func:`bdl.data.mnist1d`) with ``seed``; shuffled within each split."""
+    x, y = _mnist1d_pool()
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 2]))
+    train, test = [], []
+    for c in range(10):
+        idx = rng.permutation(np.flatnonzero(y == c))
+        train.append(idx[:per_class_train])
+        test.append(idx[per_class_train : per_class_train + per_class_test])
+    tr, te = rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(test))
+    return Dataset("mnist1d", x[tr], y[tr], x[te], y[te], num_classes=10)
+
+
 def signal_1d(
     seed: int, n_train: int = 64, n_test: int = 256, noise_sd: float = 0.2, components: int = 3
 ) -> Dataset:
@@ -145,6 +202,8 @@ def _dataset(kind: str, seed: int) -> Dataset:
         return iris(seed=seed)
     if kind == "breast_cancer":
         return breast_cancer(seed=seed)
+    if kind == "mnist1d":
+        return mnist1d_subsample(seed)
     raise ValueError(f"unknown task dataset {kind!r}.")  # pragma: no cover - catalogue is fixed
 
 
@@ -156,8 +215,8 @@ class TaskFamily:
     Attributes:
         name: the family's name in configs.
         dataset: the data generator (see :func:`_dataset`).
-        network: ``"mlp"`` or ``"cnn"``.
-        hidden: hidden widths (MLP) or channels (CNN).
+        network: ``"mlp"``, ``"cnn"`` or ``"rescnn"``.
+        hidden: hidden widths (MLP), channels (CNN) or (channels, residual blocks) (ResCNN).
         outputs: classes (classification) or 1 (regression).
         activation: hidden activation of an MLP.
         prior: ``"normal"`` (N(0, 1) on every weight) or ``"he"`` (He-normal weights,
@@ -183,6 +242,8 @@ class TaskFamily:
         """The :class:`bdl.Model` of this family (network, likelihood, prior, T = 1)."""
         if self.network == "mlp":
             net: nn.Module = MLP(self.hidden, self.outputs, self.activation)
+        elif self.network == "rescnn":
+            net = ResCNN(self.hidden[0], self.hidden[1], self.outputs)
         else:
             net = CNN(self.hidden, self.outputs)
         if self.regression_scale is None:
@@ -216,6 +277,12 @@ FAMILIES: dict[str, TaskFamily] = {
             regression_scale=0.2, batch_size=16, learning_rate=0.002, momentum=0.95,
         ),
         TaskFamily("iris-mlp-16", "iris", "mlp", (16,), 3, batch_size=24, learning_rate=0.025),
+        TaskFamily("digits-rescnn-4", "digits_image", "rescnn", (4, 1), 10),
+        TaskFamily("digits-rescnn-4x2", "digits_image", "rescnn", (4, 2), 10),
+        TaskFamily("mnist1d-mlp-16", "mnist1d", "mlp", (16,), 10),
+        TaskFamily("mnist1d-mlp-32", "mnist1d", "mlp", (32,), 10),
+        TaskFamily("mnist1d-mlp-16x16", "mnist1d", "mlp", (16, 16), 10),
+        TaskFamily("mnist1d-mlp-16x16x16", "mnist1d", "mlp", (16, 16, 16), 10),
         TaskFamily("breast-cancer-mlp-24", "breast_cancer", "mlp", (24,), 2),
     )
 }  # fmt: skip
@@ -224,6 +291,9 @@ FAMILIES: dict[str, TaskFamily] = {
 HELD_OUT = "breast-cancer-mlp-24"
 #: the families of the default training distribution
 TRAINING_FAMILIES: tuple[str, ...] = tuple(name for name in FAMILIES if name != HELD_OUT)
+#: the first eight training families, before the residual CNNs and MNIST-1D MLPs were added
+#: (the shipped Kinetic-L2E parameters were trained on these)
+FIRST_FAMILIES: tuple[str, ...] = TRAINING_FAMILIES[:8]
 
 
 def family(name: str) -> TaskFamily:

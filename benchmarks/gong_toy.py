@@ -147,11 +147,10 @@ def run_one(
 def nnsghmc_kernel(meta_params: str | None, q_bound: float | None) -> tuple[Any, dict]:
     """NNSGHMC with the shipped config's training hyper-parameters at h = 0.025 (matched)."""
     cfg = parse_config(NNSGHMCConfig, load_config(None, "nnsghmc"), "nnsghmc config")
-    hyper = kernel_hyper(cfg, DIM)
+    hyper = kernel_hyper(cfg)
     hyper["step_size"] = STEP_SIZE
     if q_bound is not None:
         hyper["q_bound"] = q_bound
-    hyper.pop("num_data")
     kernel = bdl.kernels.get("nnsghmc", meta_params=meta_params, **hyper)
     return kernel, hyper
 

@@ -17,6 +17,7 @@ from bdl.kernels.elementwise_mlp import init_mlp, load_meta_params, save_meta_pa
 from bdl.kernels.kinetic_l2e import init_kinetic_l2e_params, kinetic_l2e
 from bdl.kernels.l2e import EMA_DECAYS, features, init_l2e_params, l2e, learned_field
 from bdl.kernels.nnsghmc import NNSGHMCRecipe, init_nnsghmc_params, nnsghmc
+from bdl.kernels.nnsghmc_inputs import InputStatistics
 from bdl.kernels.recipe import Context, Recipe
 from bdl.kernels.sghmc import sghmc
 
@@ -182,10 +183,7 @@ def test_nnsghmc_gamma_equals_the_generic_derivation(q_bound):
         meta_params=init_nnsghmc_params(3, final_scale=1.0),
         q_bound=q_bound,
         alpha=0.7,
-        num_data=50.0,
-        energy_scale=0.3,
-        momentum_scale=1.7,
-        grad_scale=0.5,
+        input_stats=InputStatistics(1.5, 0.3, 0.2, 1.7, -0.4, 2.0),
         d_scale=1.3,
     )
     recipe = kernel.recipe
@@ -277,6 +275,12 @@ def test_default_meta_params_prefer_shipped_file(tmp_path, monkeypatch):
         ("nnsghmc", {"step_size": 0.01, "c": 0.0}, "c"),
         ("nnsghmc", {"step_size": 0.01, "alpha": -1.0}, "alpha"),
         ("nnsghmc", {"step_size": 0.01, "meta_params": {"q": None}}, "meta_params"),
+        ("nnsghmc", {"step_size": 0.01, "input_stats": {"energy_mean": 0.0}}, "input_stats"),
+        (
+            "nnsghmc",
+            {"step_size": 0.01, "input_stats": InputStatistics(grad_sd=0.0)},
+            "input_stats\\['grad_sd'\\] must be a finite number > 0",
+        ),
         ("l2e", {"step_size": 0.01, "friction": 0.0}, "friction"),
         ("kinetic-l2e", {"learning_rate": 0.1, "momentum": 1.5}, "momentum"),
         ("l2e", {"step_size": 0.01, "seed": 1, "meta_params": init_l2e_params(1)}, "seed"),

@@ -31,8 +31,8 @@ excluded) and ESS per second. Paired differences to SGHMC in NLL at k = 40 (same
 chains) with their standard error say whether a learned kernel beats SGHMC. A chain whose
 predictive is not finite has diverged: it is counted and left out of every mean (and its pair).
 
-Run: ``python benchmarks/heldout_eval.py [--seeds 3] [--steps 6000] [--samplers NAME …]
-[--nnsghmc-params NPZ] [--out DIR] [--plot PNG]``;
+Run: ``python benchmarks/heldout_eval.py [--seeds 3] [--first-seed 0] [--steps 6000]
+[--samplers NAME …] [--nnsghmc-params NPZ] [--out DIR] [--plot PNG]``;
 prints the tables and writes ``heldout_eval.json`` to ``--out``
 (default ``bdl-output/benchmarks/heldout_eval``).
 """
@@ -75,6 +75,9 @@ ENSEMBLE_LR = 1e-3
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=3, help="data seeds (fresh splits)")
+    p.add_argument(
+        "--first-seed", type=int, default=0, help="index of the first data seed (5001 + 2·index)"
+    )
     p.add_argument("--steps", type=int, default=BURN_IN + DRAWS * THIN)
     p.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
     p.add_argument(
@@ -280,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     print(environment(), flush=True)
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in args.samplers}
-    for s in range(args.seeds):
+    for s in range(args.first_seed, args.first_seed + args.seeds):
         data_seed = 5001 + 2 * s
         task = make_task(HELD_OUT, data_seed)
         labels = task.model.y_test

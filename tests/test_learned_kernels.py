@@ -256,6 +256,23 @@ def test_meta_params_files_round_trip(tmp_path):
         assert set(init(0)) == set(loaded)
 
 
+def test_nnsghmc_input_statistics_travel_with_its_file(tmp_path):
+    """save_meta_params(kernel) stores NNSGHMC's input statistics; a kernel built from the file
+    reads them back; a file of bare networks, or networks given as objects, mean none."""
+    stats = InputStatistics(1.5, 0.3, 0.2, 1.7, -0.4, 2.0)
+    kernel = nnsghmc(0.01, seed=4, input_stats=stats)
+    path = save_meta_params(tmp_path / "with.npz", kernel)
+    assert elementwise_mlp.load_meta_metadata(path)["input_statistics"] == stats.as_dict()
+    assert nnsghmc(0.01, meta_params=str(path)).recipe.input_stats == stats
+    bare = save_meta_params(tmp_path / "bare.npz", kernel.meta_params)
+    assert elementwise_mlp.load_meta_metadata(bare) == {}
+    assert nnsghmc(0.01, meta_params=str(bare)).recipe.input_stats == InputStatistics()
+    assert nnsghmc(0.01, meta_params=kernel.meta_params).recipe.input_stats == InputStatistics()
+    # given explicitly, the statistics win over the file's
+    other = InputStatistics(energy_sd=3.0)
+    assert nnsghmc(0.01, meta_params=str(path), input_stats=other).recipe.input_stats == other
+
+
 def test_default_meta_params_prefer_shipped_file(tmp_path, monkeypatch):
     shipped = init_nnsghmc_params(123)
     path = save_meta_params(tmp_path / "nnsghmc.npz", shipped)

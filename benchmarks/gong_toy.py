@@ -9,8 +9,9 @@ noise injected into every gradient (``bdl.Potential(grad_noise=1)``). 50 chains 
 
 * SGHMC, h = 0.025, friction C = 1 (App. F.1);
 * NNSGHMC with the trained meta-parameters (default: the ones shipped in the package), the same
-  h = 0.025 and the hyper-parameters it was trained with (α, β₀, c, …; App. E's input rescaling
-  u = U/d); its untrained start is SGHMC with friction ≈ 1, so the friction is matched.
+  h = 0.025, the hyper-parameters it was trained with (α, β₀, c, …) and the input statistics
+  stored with the meta-parameters (App. E); its untrained start is SGHMC with friction ≈ 1, so
+  the friction is matched.
 
 Reported, per sampler:
 
@@ -147,11 +148,10 @@ def run_one(
 def nnsghmc_kernel(meta_params: str | None, q_bound: float | None) -> tuple[Any, dict]:
     """NNSGHMC with the shipped config's training hyper-parameters at h = 0.025 (matched)."""
     cfg = parse_config(NNSGHMCConfig, load_config(None, "nnsghmc"), "nnsghmc config")
-    hyper = kernel_hyper(cfg, DIM)
+    hyper = kernel_hyper(cfg)
     hyper["step_size"] = STEP_SIZE
     if q_bound is not None:
         hyper["q_bound"] = q_bound
-    hyper.pop("num_data")
     kernel = bdl.kernels.get("nnsghmc", meta_params=meta_params, **hyper)
     return kernel, hyper
 

@@ -34,8 +34,9 @@ excluded) and ESS per second. Paired differences to SGHMC in NLL at k = 40 (same
 chains) with their standard error say whether a learned kernel beats SGHMC. A chain whose
 predictive is not finite has diverged: it is counted and left out of every mean (and its pair).
 
-Run: ``python benchmarks/heldout_eval.py [--seeds 3] [--steps 6000] [--samplers sghmc,l2e,…]
-[--out DIR] [--plot PNG]`` (``--samplers`` takes names separated by commas or spaces);
+Run: ``python benchmarks/heldout_eval.py [--seeds 3] [--first-seed 0] [--steps 6000]
+[--samplers sghmc,l2e,…] [--nnsghmc-params NPZ] [--out DIR] [--plot PNG]`` (``--samplers`` takes
+names separated by commas or spaces);
 prints the tables and writes ``heldout_eval.json`` to ``--out``
 (default ``bdl-output/benchmarks/heldout_eval``).
 """
@@ -90,12 +91,20 @@ ENSEMBLE_LR = 1e-3
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=3, help="data seeds (fresh splits)")
+    p.add_argument(
+        "--first-seed", type=int, default=0, help="index of the first data seed (5001 + 2·index)"
+    )
     p.add_argument("--steps", type=int, default=BURN_IN + DRAWS * THIN)
     p.add_argument(
         "--samplers",
         nargs="+",
         default=list(SAMPLERS),
         help=f"samplers, separated by commas or spaces, from {', '.join(SAMPLERS)}",
+    )
+    p.add_argument(
+        "--nnsghmc-params",
+        default=None,
+        help="NNSGHMC meta-parameter file (default: the shipped one), with its input statistics",
     )
     p.add_argument("--out", type=Path, default=Path("bdl-output/benchmarks/heldout_eval"))
     p.add_argument("--plot", type=Path, default=None, help="figure path (default: in --out)")
@@ -109,7 +118,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def kernel_for(name: str, task: Task) -> tuple[Any, int, int]:
+def kernel_for(name: str, task: Task, nnsghmc_params: str | None = None) -> tuple[Any, int, int]:
     """The kernel, its thinning and its multiple of the run length on ``task``."""
     h, c = task.step_size, task.friction
     if name == "cyclical":
@@ -123,9 +132,10 @@ def kernel_for(name: str, task: Task) -> tuple[Any, int, int]:
         )
         return kernel, THIN // 2, 1
     if name.startswith("nnsghmc"):
+        hyper = {"alpha": 1.0, "beta0": 1.0, "c": 0.01, "meta_params": nnsghmc_params}
         if name.endswith("h/2"):  # half the step, twice the steps between draws
-            return bdl.kernels.get("nnsghmc", step_size=h / 2, alpha=1.0, c=0.01), 2 * THIN, 2
-        return bdl.kernels.get("nnsghmc", step_size=h, alpha=1.0, beta0=1.0, c=0.01), THIN, 1
+            return bdl.kernels.get("nnsghmc", step_size=h / 2, **hyper), 2 * THIN, 2
+        return bdl.kernels.get("nnsghmc", step_size=h, **hyper), THIN, 1
     if name == "l2e-paper":
         return bdl.kernels.get("l2e", step_size=h, friction=c, form="paper"), THIN, 1
     if name == "l2e-v1":
@@ -140,9 +150,11 @@ def per_sample_probs(model: Any, positions: Any) -> jax.Array:
     return probs.reshape(chains, draws, *probs.shape[1:])
 
 
-def run_sampler(name: str, task: Task, steps: int, seed: int) -> tuple[jax.Array, float]:
+def run_sampler(
+    name: str, task: Task, steps: int, seed: int, nnsghmc_params: str | None = None
+) -> tuple[jax.Array, float]:
     """(probs (chains, DRAWS, n, K), seconds of the timed call)."""
-    kernel, thin, factor = kernel_for(name, task)
+    kernel, thin, factor = kernel_for(name, task, nnsghmc_params)
     burn_in, steps = BURN_IN * factor, steps * factor
     kwargs = dict(burn_in=burn_in, thin=thin, num_chains=CHAINS, seed=seed, progress=False)
     bdl.sample(task.model, kernel, num_steps=burn_in + thin, **kwargs)  # compile
@@ -300,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     print(environment(), flush=True)
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in args.samplers}
-    for s in range(args.seeds):
+    for s in range(args.first_seed, args.first_seed + args.seeds):
         data_seed = 5001 + 2 * s
         task = make_task(HELD_OUT, data_seed)
         labels = task.model.y_test
@@ -309,7 +321,9 @@ def main(argv: list[str] | None = None) -> int:
             if name == "ensemble":
                 probs, seconds = train_ensemble(task, seed=s)
             else:
-                probs, seconds = run_sampler(name, task, args.steps, seed=s)
+                probs, seconds = run_sampler(
+                    name, task, args.steps, seed=s, nnsghmc_params=args.nnsghmc_params
+                )
             summary = summarise(name, probs, labels, seconds)
             summary["data_seed"] = data_seed
             results[name].append(summary)
@@ -325,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "environment": environment(),
         "steps": args.steps,
+        "nnsghmc_params": args.nnsghmc_params or "shipped",
         "results": results,
         "table": table,
     }

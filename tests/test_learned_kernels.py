@@ -17,6 +17,7 @@ from bdl.kernels.elementwise_mlp import init_mlp, load_meta_params, save_meta_pa
 from bdl.kernels.kinetic_l2e import init_kinetic_l2e_params, kinetic_l2e
 from bdl.kernels.l2e import EMA_DECAYS, features, init_l2e_params, l2e, learned_field
 from bdl.kernels.nnsghmc import NNSGHMCRecipe, init_nnsghmc_params, nnsghmc
+from bdl.kernels.nnsghmc_inputs import InputStatistics
 from bdl.kernels.recipe import Context, Recipe
 from bdl.kernels.sghmc import sghmc
 
@@ -294,10 +295,7 @@ def test_nnsghmc_gamma_equals_the_generic_derivation(q_bound):
         meta_params=init_nnsghmc_params(3, final_scale=1.0),
         q_bound=q_bound,
         alpha=0.7,
-        num_data=50.0,
-        energy_scale=0.3,
-        momentum_scale=1.7,
-        grad_scale=0.5,
+        input_stats=InputStatistics(1.5, 0.3, 0.2, 1.7, -0.4, 2.0),
         d_scale=1.3,
     )
     recipe = kernel.recipe
@@ -370,6 +368,23 @@ def test_meta_params_files_round_trip(tmp_path):
         assert set(init(0)) == set(loaded)
 
 
+def test_nnsghmc_input_statistics_travel_with_its_file(tmp_path):
+    """save_meta_params(kernel) stores NNSGHMC's input statistics; a kernel built from the file
+    reads them back; a file of bare networks, or networks given as objects, mean none."""
+    stats = InputStatistics(1.5, 0.3, 0.2, 1.7, -0.4, 2.0)
+    kernel = nnsghmc(0.01, seed=4, input_stats=stats)
+    path = save_meta_params(tmp_path / "with.npz", kernel)
+    assert elementwise_mlp.load_meta_metadata(path)["input_statistics"] == stats.as_dict()
+    assert nnsghmc(0.01, meta_params=str(path)).recipe.input_stats == stats
+    bare = save_meta_params(tmp_path / "bare.npz", kernel.meta_params)
+    assert elementwise_mlp.load_meta_metadata(bare) == {}
+    assert nnsghmc(0.01, meta_params=str(bare)).recipe.input_stats == InputStatistics()
+    assert nnsghmc(0.01, meta_params=kernel.meta_params).recipe.input_stats == InputStatistics()
+    # given explicitly, the statistics win over the file's
+    other = InputStatistics(energy_sd=3.0)
+    assert nnsghmc(0.01, meta_params=str(path), input_stats=other).recipe.input_stats == other
+
+
 def test_default_meta_params_prefer_shipped_file(tmp_path, monkeypatch):
     shipped = init_nnsghmc_params(123)
     path = save_meta_params(tmp_path / "nnsghmc.npz", shipped)
@@ -389,6 +404,12 @@ def test_default_meta_params_prefer_shipped_file(tmp_path, monkeypatch):
         ("nnsghmc", {"step_size": 0.01, "c": 0.0}, "c"),
         ("nnsghmc", {"step_size": 0.01, "alpha": -1.0}, "alpha"),
         ("nnsghmc", {"step_size": 0.01, "meta_params": {"q": None}}, "meta_params"),
+        ("nnsghmc", {"step_size": 0.01, "input_stats": {"energy_mean": 0.0}}, "input_stats"),
+        (
+            "nnsghmc",
+            {"step_size": 0.01, "input_stats": InputStatistics(grad_sd=0.0)},
+            "input_stats\\['grad_sd'\\] must be a finite number > 0",
+        ),
         ("l2e", {"step_size": 0.01, "friction": 0.0}, "friction"),
         ("kinetic-l2e", {"learning_rate": 0.1, "momentum": 1.5}, "momentum"),
         ("l2e", {"step_size": 0.01, "seed": 1, "meta_params": init_l2e_params(1)}, "seed"),

@@ -15,8 +15,10 @@ import pytest
 
 import bdl
 from bdl.cli.main import main
-from bdl.kernels.elementwise_mlp import load_meta_params
+from bdl.kernels import elementwise_mlp
+from bdl.kernels.elementwise_mlp import load_meta_metadata, load_meta_params
 from bdl.kernels.nnsghmc import init_nnsghmc_params, nnsghmc
+from bdl.kernels.nnsghmc_inputs import HEADER_KEY, InputStatistics
 from bdl.kernels.recipe import Context
 from bdl.kernels.recipe_kernel import RecipeState
 from bdl.meta import nnsghmc_loss
@@ -174,8 +176,14 @@ def test_trained_kernel_step_is_eq7():
         meta_params=meta,
         alpha=0.7,
         c=0.2,
-        num_data=1.0,
-        energy_scale=0.25,
+        input_stats={
+            "energy_mean": 0.4,
+            "energy_sd": 2.0,
+            "momentum_mean": -0.1,
+            "momentum_sd": 0.7,
+            "grad_mean": 0.3,
+            "grad_sd": 1.5,
+        },
         d_scale=2.0,
         q_bound=0.5,
     )
@@ -328,3 +336,78 @@ def test_cli_meta_train_nnsghmc(tmp_path, capsys):
         ["meta-train", "nnsghmc", "--config", str(tmp_path / "bad.toml"), "--out", str(out)]
     )
     assert code == 2 and "windw" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- input normalisation
+def test_pilot_run_measures_the_moments_of_the_raw_features():
+    """From stationarity (θ ~ N(μ, σ²), r ~ N(0, I)), without gradient noise, an SGHMC-like
+    sampler (zero output layers) keeps the raw features' moments: E[U/d] = ½, E[r] = 0,
+    sd r = 1, E[∂U] = 0, sd ∂U = √(mean 1/σ²). Tolerances: 5 standard errors over the K
+    independent chains (the pilot's steps are correlated, the chains are not)."""
+    k, var = 4000, jnp.array([0.5, 2.0])
+    key0, key1, key2 = jax.random.split(jax.random.key(11), 3)
+    mean = jnp.broadcast_to(jnp.array([1.0, -2.0]), (k, 2))
+    theta = mean + jnp.sqrt(var) * jax.random.normal(key0, (k, 2))
+    r = jax.random.normal(key1, (k, 2))
+    kernel = nnsghmc(0.01, alpha=1.0, meta_params=init_nnsghmc_params(0, final_scale=0.0))
+    stats = nnsghmc_loss.pilot_run(
+        kernel, theta, r, mean, jnp.broadcast_to(var, (k, 2)), key2, steps=5, grad_noise=0.0
+    )
+    se_u = 0.5 / np.sqrt(k)  # sd of U/d is √(d/2)/d = ½ for d = 2
+    assert stats.energy_mean == pytest.approx(0.5, abs=5 * se_u)
+    assert stats.energy_sd == pytest.approx(0.5, abs=5 * 0.5 / np.sqrt(2 * k))
+    assert stats.momentum_mean == pytest.approx(0.0, abs=5 / np.sqrt(2 * k))
+    assert stats.momentum_sd == pytest.approx(1.0, abs=5 / np.sqrt(4 * k))
+    grad_sd = float(np.sqrt(np.mean(1.0 / np.asarray(var))))
+    assert stats.grad_mean == pytest.approx(0.0, abs=5 * grad_sd / np.sqrt(2 * k))
+    assert stats.grad_sd == pytest.approx(grad_sd, abs=5 * grad_sd / np.sqrt(4 * k))
+
+
+def test_training_and_the_kernel_normalise_the_inputs_alike(tmp_path, monkeypatch):
+    """The trainer's pilot statistics are written into nnsghmc.npz and read back by the kernel
+    (from the path, and as the shipped default); the kernel loaded from the file and the kernel
+    the trainer differentiates give the same D and Q, and both equal the networks applied to
+    ((Ũ/d − m_U)/s_U, (r − m_r)/s_r, (∂Ũ − m_g)/s_g) computed here by hand."""
+    cfg = parse_config(nt.NNSGHMCConfig, {**TINY, "iterations": 2}, "test")
+    run = nt.train(cfg, tmp_path / "run", progress=False)
+    stats = nt.pilot_statistics(cfg)
+    assert stats.energy_sd > 0 and stats.momentum_sd > 0 and stats.grad_sd > 0
+    assert stats != InputStatistics()  # a real pilot run, not the identity
+    assert load_meta_metadata(run.meta_params_path)[HEADER_KEY] == stats.as_dict()
+
+    deployed = bdl.kernels.get("nnsghmc", meta_params=run.meta_params_path, step_size=0.025)
+    assert deployed.recipe.input_stats == InputStatistics(**stats.as_dict())
+    monkeypatch.setattr(
+        elementwise_mlp, "shipped_meta_params_path", lambda name: run.meta_params_path
+    )
+    assert (
+        bdl.kernels.get("nnsghmc", step_size=0.025).recipe.input_stats
+        == deployed.recipe.input_stats
+    )
+    meta = load_meta_params(run.meta_params_path)
+    trained = nnsghmc_loss.make_kernel(meta, cfg, stats)
+
+    d = cfg.dim
+    theta = jnp.linspace(-2.0, 3.0, d)
+    r = jnp.linspace(1.5, -1.0, d)
+    energy, grad = jnp.asarray(7.3), jnp.linspace(-4.0, 5.0, d)
+    z, ctx = {"theta": theta, "r": r}, Context(energy, grad)
+    a, b = deployed.recipe.evaluate(z, ctx), trained.recipe.evaluate(z, ctx)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6, atol=1e-7)
+
+    s = stats
+    u = (float(energy) / d - s.energy_mean) / s.energy_sd
+    p = (np.asarray(r) - s.momentum_mean) / s.momentum_sd
+    g = (np.asarray(grad) - s.grad_mean) / s.grad_sd
+    net_q = meta["q"](jnp.stack([jnp.full(d, u), p], axis=-1))[..., 0]
+    net_d = meta["d"](jnp.stack([jnp.full(d, u), p, g], axis=-1))[..., 0]
+    bound = cfg.q_bound
+    np.testing.assert_allclose(
+        deployed.recipe.f_q(z, ctx), cfg.beta0 + bound * np.tanh(net_q / bound), rtol=1e-5
+    )
+    np.testing.assert_allclose(deployed.recipe.f_d(z, ctx), cfg.d_scale * np.abs(net_d), rtol=1e-5)
+    # the statistics matter: without them the same networks give other outputs
+    raw = bdl.kernels.get("nnsghmc", meta_params=meta, step_size=0.025)
+    assert raw.recipe.input_stats == InputStatistics()
+    assert not np.allclose(raw.recipe.f_q(z, ctx), deployed.recipe.f_q(z, ctx), rtol=1e-3)

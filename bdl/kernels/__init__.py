@@ -15,7 +15,12 @@ from bdl.kernels.base import Info, Kernel
 from bdl.kernels.checker import CheckReport, check
 from bdl.kernels.cyclical import Cyclical, cyclical
 from bdl.kernels.describe import describe
-from bdl.kernels.elementwise_mlp import ElementwiseMLP, load_meta_params, save_meta_params
+from bdl.kernels.elementwise_mlp import (
+    ElementwiseMLP,
+    load_meta_metadata,
+    load_meta_params,
+    save_meta_params,
+)
 from bdl.kernels.entropy import EntropyMCMC, entropy
 from bdl.kernels.gibbs import Gibbs, gibbs
 from bdl.kernels.history import History
@@ -118,6 +123,7 @@ __all__ = [
     "integrators",
     "kinetic_l2e",
     "l2e",
+    "load_meta_metadata",
     "load_meta_params",
     "names",
     "nnsghmc",

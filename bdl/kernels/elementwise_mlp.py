@@ -272,16 +272,26 @@ def init_mlp(
 
 
 # ------------------------------------------------------------------------- meta-parameter files
-def save_meta_params(path: str | os.PathLike, kernel_or_params: Any) -> Path:
+def save_meta_params(
+    path: str | os.PathLike, kernel_or_params: Any, *, metadata: dict[str, Any] | None = None
+) -> Path:
     """Write a kernel's meta-parameters (or a ``dict[str, ElementwiseMLP]``) to an ``.npz`` file.
 
     The file holds every weight and bias as float arrays plus a JSON header with the activations,
-    so :func:`load_meta_params` rebuilds the networks without any code or skeleton.
+    so :func:`load_meta_params` rebuilds the networks without any code or skeleton. ``metadata``
+    (JSON-serialisable) goes into the header too, read back by :func:`load_meta_metadata`; a
+    kernel whose recipe has ``file_metadata()`` (NNSGHMC: its input statistics) adds that.
     """
     params = getattr(kernel_or_params, "meta_params", kernel_or_params)
     _validate_params(params)
+    recipe = getattr(kernel_or_params, "recipe", None)
+    own = recipe.file_metadata() if hasattr(recipe, "file_metadata") else {}
+    metadata = {**own, **(metadata or {})}
+    reserved = {"format", "networks"} & set(metadata)
+    if reserved:
+        raise ValueError(f"metadata must not use the header keys {sorted(reserved)}.")
     arrays: dict[str, np.ndarray] = {}
-    header = {"format": "bdl-meta-params-1", "networks": {}}
+    header = {"format": "bdl-meta-params-1", "networks": {}, **metadata}
     for name, mlp in params.items():
         header["networks"][name] = {"activation": mlp.activation, "layers": len(mlp.weights)}
         for i, (w, b) in enumerate(zip(mlp.weights, mlp.biases, strict=True)):
@@ -313,6 +323,18 @@ def load_meta_params(path: str | os.PathLike) -> MetaParams:
                 spec["activation"],
             )
     return params
+
+
+def load_meta_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The ``metadata`` a file written by :func:`save_meta_params` carries (``{}`` if none)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no meta-parameter file at {path}.")
+    with np.load(path, allow_pickle=False) as data:
+        if "__header__" not in data:
+            raise ValueError(f"{path} is not a bdl meta-parameter file (no header).")
+        header = json.loads(str(data["__header__"]))
+    return {k: v for k, v in header.items() if k not in ("format", "networks")}
 
 
 def shipped_meta_params_path(kernel_name: str) -> Path | None:

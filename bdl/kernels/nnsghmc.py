@@ -5,10 +5,15 @@ Recipe (Gong et al. 2019, Eq. 6, 8, 9), z = (θ, r), identity mass, g = ½‖r�
     Q_θr = −diag(f_Q),  Q_rθ = diag(f_Q),  D_θθ = 0,  D_rr = diag(α·f_Q² + f_D + c),
     f_Q,i = β₀ + net_Q(u, pᵢ),          f_D,i = s_D·|net_D(u, pᵢ, gᵢ)|,
 
-with per-coordinate network inputs (Sec. 3.2, App. E: inputs rescaled to comparable scales across
-tasks) u = s_U·Ũ(θ)/n (the energy per datum), pᵢ = s_r·rᵢ and gᵢ = s_g·∂ᵢŨ(θ)/n (the gradient of
-the mean loss). net_Q and net_D are small elementwise MLPs (1 hidden layer of 10 units, as in the
-paper's MNIST set-up); α ≥ 0 and c > 0 are friction constants and β₀ an offset on f_Q.
+with per-coordinate network inputs (Sec. 3.2, App. E) the standardised energy per dimension,
+momentum and gradient of :mod:`bdl.kernels.nnsghmc_inputs`,
+
+    u = (Ũ(θ)/d − m_U)/s_U,      pᵢ = (rᵢ − m_r)/s_r,      gᵢ = (∂ᵢŨ(θ) − m_g)/s_g,
+
+with constant statistics (m, s) from meta-training's pilot run, stored with the meta-parameters
+(the same function in training and here). net_Q and net_D are small elementwise MLPs (1 hidden
+layer of 10 units, as in the paper's MNIST set-up); α ≥ 0 and c > 0 are friction constants and
+β₀ an offset on f_Q.
 
 The correction Γ_i = Σ_j ∂_j(D_ij + Q_ij) of the declared blocks (Ma et al. 2015) is
 
@@ -19,7 +24,8 @@ partial derivatives (O(d)); :meth:`bdl.kernels.recipe.Recipe.evaluate` derives t
 forward-mode autodiff of the blocks, and the checker compares Γ with their dense divergence.
 
 ∂ᵢŨ enters only D_rr, an r-column block, whose divergence differentiates in r only: no Hessian of
-U is ever needed. Any function of Ũ (here Ũ/n) is allowed: the chain rule through U is exact.
+U is ever needed. Any function of Ũ (here an affine one) is allowed: the chain rule through U is
+exact, and so is it through p, because the statistics are constants.
 
 Discretisation (the paper's "modified Euler", Eq. 7) = :class:`SymplecticEuler`:
 
@@ -33,20 +39,32 @@ With all network outputs zero, NNSGHMC is exactly SGHMC with friction α·β₀�
 
 from __future__ import annotations
 
+import os
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from bdl.kernels import elementwise_mlp
 from bdl.kernels.blocks import Block, Elementwise, GroupKind
 from bdl.kernels.elementwise_mlp import (
     MetaParams,
     init_mlp,
+    load_meta_metadata,
     resolve_meta_params,
 )
 from bdl.kernels.integrators import SymplecticEuler
+from bdl.kernels.nnsghmc_inputs import HEADER_KEY as STATS_KEY
+from bdl.kernels.nnsghmc_inputs import (
+    IDENTITY,
+    InputStatistics,
+    input_statistics,
+    normalised_inputs,
+    num_coordinates,
+)
 from bdl.kernels.parameterisation import LearningRate, learning_rate_or_step
 from bdl.kernels.recipe import Context, Evaluation, Recipe, State, hamiltonian_grad
 from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
@@ -77,22 +95,16 @@ def init_nnsghmc_params(
 
 
 class NNSGHMCRecipe(Recipe):
-    """Gong et al.'s D(z), Q(z) with f_Q(U, rᵢ) and f_D(U, rᵢ, ∂ᵢU) (module docstring).
-
-    ``num_data`` n divides the energy and gradient inputs (u = s_U·Ũ/n, g = s_g·∂Ũ/n); ``None``
-    until bound (then 1).
-    """
+    """Gong et al.'s D(z), Q(z) with f_Q(u, pᵢ) and f_D(u, pᵢ, gᵢ) (module docstring); the
+    inputs are :func:`bdl.kernels.nnsghmc_inputs.normalised_inputs` with ``input_stats``."""
 
     meta_params: MetaParams
     alpha: Any = 1.0
     beta0: Any = 1.0
     c: Any = 0.01
-    energy_scale: Any = 1.0
-    momentum_scale: Any = 1.0
-    grad_scale: Any = 1.0
+    input_stats: InputStatistics = IDENTITY
     d_scale: Any = 1.0
     q_bound: float | None = eqx.field(static=True, default=None)
-    num_data: float | None = None
     init_momentum: str = eqx.field(static=True, default="zero")
 
     @property
@@ -102,14 +114,12 @@ class NNSGHMCRecipe(Recipe):
     def kinetic(self, z: State) -> jax.Array:
         return 0.5 * sum(jnp.sum(r * r) for r in jax.tree.leaves(z["r"]))
 
-    def _inputs(self, z: State, ctx: Context) -> tuple[jax.Array, PyTree]:
-        n = 1.0 if self.num_data is None else self.num_data
-        u = self.energy_scale / n * ctx.energy
-        p = jax.tree.map(lambda r: self.momentum_scale * r, z["r"])
-        return u, p
+    def _inputs(self, z: State, ctx: Context) -> tuple[jax.Array, PyTree, PyTree]:
+        dim = num_coordinates(z["theta"])
+        return normalised_inputs(ctx.energy, z["r"], ctx.grad, dim, self.input_stats)
 
     def f_q(self, z: State, ctx: Context) -> PyTree:
-        u, p = self._inputs(z, ctx)
+        u, p, _ = self._inputs(z, ctx)
         (out,) = self.meta_params["q"].map_tree(u, p)
         if self.q_bound is not None:
             b = self.q_bound
@@ -117,9 +127,7 @@ class NNSGHMCRecipe(Recipe):
         return jax.tree.map(lambda x: self.beta0 + x, out)
 
     def f_d(self, z: State, ctx: Context) -> PyTree:
-        u, p = self._inputs(z, ctx)
-        n = 1.0 if self.num_data is None else self.num_data
-        g = jax.tree.map(lambda x: self.grad_scale / n * x, ctx.grad)
+        u, p, g = self._inputs(z, ctx)
         (out,) = self.meta_params["d"].map_tree(u, p, g)
         return jax.tree.map(lambda x: self.d_scale * jnp.abs(x), out)
 
@@ -141,16 +149,17 @@ class NNSGHMCRecipe(Recipe):
 
             Γ_θ = −∂f_Q/∂r,    Γ_r = ∂f_Q/∂U·∇Ũ + 2α·f_Q·∂f_Q/∂r + ∂f_D/∂r,
 
-        with ∂f_Q/∂r = s_r·B'(net_Q)·∂net_Q/∂p, ∂f_Q/∂U = (s_U/n)·B'(net_Q)·∂net_Q/∂u (B the
-        bound b·tanh(·/b), or the identity) and ∂f_D/∂r = s_D·s_r·sign(net_D)·∂net_D/∂p. Each
+        with ∂f_Q/∂r = B'(net_Q)·∂net_Q/∂p / s_r, ∂f_Q/∂U = B'(net_Q)·∂net_Q/∂u / (d·s_U) (B the
+        bound b·tanh(·/b), or the identity; s_r, s_U the input statistics) and
+        ∂f_D/∂r = s_D·sign(net_D)·∂net_D/∂p / s_r. Each
         network runs once, values and partials stacked in one matrix product per layer
         (:meth:`ElementwiseMLP.map_tree_with_partials`), instead of a primal pass and one
         tangent pass per column group. The checker compares this Γ with the dense divergence of
         :meth:`diffusion` and :meth:`curl`, and a test with the generic derivation.
         """
-        n = 1.0 if self.num_data is None else self.num_data
-        u, p = self._inputs(z, ctx)
-        g = jax.tree.map(lambda x: self.grad_scale / n * x, ctx.grad)
+        u, p, g = self._inputs(z, ctx)
+        du = self.input_stats.energy_slope(num_coordinates(z["theta"]))
+        dp = self.input_stats.momentum_slope()
         (q,), ((dq_du,), (dq_dp,)) = self.meta_params["q"].map_tree_with_partials(u, p, wrt=(0, 1))
         (d,), ((dd_dp,),) = self.meta_params["d"].map_tree_with_partials(u, p, g, wrt=(1,))
 
@@ -163,10 +172,10 @@ class NNSGHMCRecipe(Recipe):
         def per_coordinate(q, dq_du, dq_dp, d, dd_dp, dudl):
             bq, slope = bounded(q)
             fq = self.beta0 + bq
-            fq_r = self.momentum_scale * slope * dq_dp
-            fq_u = self.energy_scale / n * slope * dq_du
+            fq_r = dp * slope * dq_dp
+            fq_u = du * slope * dq_du
             fd = self.d_scale * jnp.abs(d)
-            fd_r = self.d_scale * self.momentum_scale * jnp.sign(d) * dd_dp
+            fd_r = self.d_scale * dp * jnp.sign(d) * dd_dp
             friction = self.alpha * fq * fq + fd + self.c
             gamma_r = fq_u * dudl + 2.0 * self.alpha * fq * fq_r + fd_r
             return fq, friction, -fq_r, gamma_r
@@ -187,10 +196,10 @@ class NNSGHMCRecipe(Recipe):
             return {"r": jax.tree.map(jnp.zeros_like, position)}
         return {"r": tree_normal_like(key, position)}
 
-    def bind(self, target: Any) -> NNSGHMCRecipe:
-        if self.num_data is not None:
-            return self
-        return eqx.tree_at(lambda r: r.num_data, self, float(target.n), is_leaf=lambda x: x is None)
+    def file_metadata(self) -> dict[str, Any]:
+        """What :func:`~bdl.kernels.save_meta_params` stores beside the networks: the input
+        statistics, so that the file alone rebuilds the same sampler."""
+        return {STATS_KEY: self.input_stats.as_dict()}
 
     def with_friction(self, friction: float) -> NNSGHMCRecipe:
         return eqx.tree_at(lambda r: r.alpha, self, friction)
@@ -213,10 +222,7 @@ def nnsghmc(
     c: float = 0.01,
     learning_rate: float | None = None,
     momentum: float | None = None,
-    num_data: float | None = None,
-    energy_scale: float = 1.0,
-    momentum_scale: float = 1.0,
-    grad_scale: float = 1.0,
+    input_stats: InputStatistics | Mapping[str, float] | None = None,
     d_scale: float = 1.0,
     q_bound: float | None = 4.0,
     init_momentum: str = "zero",
@@ -233,8 +239,11 @@ def nnsghmc(
         beta0: β₀, the offset of f_Q.
         c: c > 0, the constant friction.
         learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), α = (1 − β)√(n/ℓ) at bind.
-        num_data: n used to scale the network inputs (the target's n at bind).
-        energy_scale, momentum_scale, grad_scale: s_U, s_r, s_g (module docstring).
+        input_stats: the statistics (m, s) of the input normalisation
+            (:class:`~bdl.kernels.nnsghmc_inputs.InputStatistics` or a mapping of its six
+            fields); ``None``: those stored with the meta-parameters (the file given as
+            ``meta_params``, or the shipped file), and no standardisation for networks given as
+            objects or drawn from ``seed`` (or a file without statistics).
         d_scale: s_D ≥ 0, the scale of f_D.
         q_bound: if set, net_Q's output is bounded smoothly to (−b, b) by b·tanh(·/b) (the paper
             clamps f_Q to [−5, 5] in evaluation).
@@ -248,36 +257,35 @@ def nnsghmc(
     alpha = arguments.number(1.0 if alpha is None else alpha, "nnsghmc: alpha", at_least=0.0)
     c = arguments.number(c, "nnsghmc: c", above=0.0)
     beta0 = arguments.number(beta0, "nnsghmc: beta0")
-    energy_scale, momentum_scale, grad_scale = (
-        arguments.number(value, f"nnsghmc: {name}", above=0.0)
-        for name, value in (
-            ("energy_scale", energy_scale),
-            ("momentum_scale", momentum_scale),
-            ("grad_scale", grad_scale),
-        )
-    )
     d_scale = arguments.number(d_scale, "nnsghmc: d_scale", at_least=0.0)
     if q_bound is not None:
         q_bound = arguments.number(q_bound, "nnsghmc: q_bound", above=0.0)
-    if num_data is not None:
-        num_data = arguments.number(num_data, "nnsghmc: num_data", above=0.0)
     check_init_momentum(init_momentum, "nnsghmc")
     params = resolve_meta_params("nnsghmc", meta_params, seed, init_nnsghmc_params, NETWORKS)
-    recipe = NNSGHMCRecipe(
-        params,
-        alpha,
-        beta0,
-        c,
-        energy_scale,
-        momentum_scale,
-        grad_scale,
-        d_scale,
-        q_bound,
-        None if num_data is None else float(num_data),
-        init_momentum,
-    )
+    stats = resolve_input_stats(meta_params, seed, input_stats)
+    recipe = NNSGHMCRecipe(params, alpha, beta0, c, stats, d_scale, q_bound, init_momentum)
     _warn_if_friction_unstable(step, recipe)
     return RecipeKernel(recipe, step, SymplecticEuler(), name="nnsghmc")
+
+
+def resolve_input_stats(meta_params: Any, seed: int | None, input_stats: Any) -> InputStatistics:
+    """The input statistics a kernel uses: ``input_stats`` if given; else those in the
+    meta-parameter file (``meta_params`` a path, or the shipped file when neither
+    ``meta_params`` nor ``seed`` is given); else :data:`IDENTITY`."""
+    if input_stats is not None:
+        return input_statistics(input_stats)
+    if isinstance(meta_params, str | os.PathLike):
+        path: Any = meta_params
+    elif meta_params is None and seed is None:
+        path = elementwise_mlp.shipped_meta_params_path("nnsghmc")
+    else:
+        return IDENTITY
+    if path is None:
+        return IDENTITY
+    stored = load_meta_metadata(path).get(STATS_KEY)
+    if stored is None:
+        return IDENTITY
+    return input_statistics(stored, f"nnsghmc: the input statistics in {path}")
 
 
 def _warn_if_friction_unstable(step: Any, recipe: NNSGHMCRecipe) -> None:

@@ -68,7 +68,8 @@ class Loop:
     iteration's record; ``meta_params(state)`` the meta-parameters to write; ``describe(history)``
     the progress line's text, shown every ``log_every`` iterations; ``stop(history)`` a message
     when training must stop (it is raised as ``FloatingPointError`` after a checkpoint);
-    ``plot`` the keyword arguments of :func:`plot_history`.
+    ``plot`` the keyword arguments of :func:`plot_history`; ``metadata`` what the
+    meta-parameter file's header carries beside the networks (:func:`save_meta_params`).
     """
 
     state: PyTree
@@ -78,6 +79,7 @@ class Loop:
     plot: dict[str, Any]
     log_every: int = 1
     stop: Callable[[list[Record]], str | None] = lambda history: None
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 def run(
@@ -155,7 +157,9 @@ def run(
     meter.close(it)
     checkpoint()
     name = getattr(config, "meta_params_name", kernel)  # e.g. a kernel variant's own file
-    path = save_meta_params(out / f"{name}.npz", jax.device_get(loop.meta_params(state)))
+    path = save_meta_params(
+        out / f"{name}.npz", jax.device_get(loop.meta_params(state)), metadata=loop.metadata
+    )
     plot_history(history, out / "loss.png", **loop.plot)
     result = TrainingRun(kernel, out, path, history, elapsed(), it)
     return result, state

@@ -34,14 +34,13 @@ class NNSGHMCConfig:
     alpha: float = 1.0
     beta0: float = 1.0
     c: float = 0.01
-    energy_scale: float = 1.0
-    momentum_scale: float = 1.0
-    grad_scale: float = 1.0
     d_scale: float = 1.0
     q_bound: float | None = 4.0
     hidden: tuple[int, ...] = (10,)
     activation: str = "tanh"
     init_final_scale: float = 0.1
+    # input normalisation: statistics of a pilot run of the randomly initialised sampler
+    pilot_steps: int = 100
     # unrolling
     num_chains: int = 50
     window: int = 20
@@ -70,8 +69,8 @@ class NNSGHMCConfig:
         at_least(self, 1, "dim", "num_tasks", "window", "windows_per_iteration", "replay_size")
         at_least(self, 1, "cross_chain_every", "in_chain_chains", "in_chain_thin")
         at_least(self, 2, "num_chains")
-        at_least(self, 0, "step_size", "c", "energy_scale", "momentum_scale", strict=True)
-        at_least(self, 0, "grad_scale", "learning_rate", "clip_norm", "init_range", strict=True)
+        at_least(self, 1, "pilot_steps")
+        at_least(self, 0, "step_size", "c", "learning_rate", "clip_norm", "init_range", strict=True)
         at_least(self, 0, "stein_bandwidth_scale", "stein_eta", strict=True)
         require(self, "replay_prob", 0 <= self.replay_prob <= 1, "in [0, 1]")
         require(self, "q_bound", self.q_bound is None or self.q_bound > 0, "> 0 or None")
@@ -92,17 +91,14 @@ class NNSGHMCConfig:
         require(self, "cross_chain_weight", ok, "> 0 when in_chain_weight is 0")
 
 
-def kernel_hyper(cfg: NNSGHMCConfig, dim: int) -> dict[str, Any]:
-    """The NNSGHMC hyper-parameters of training, for a ``dim``-dimensional target (App. E)."""
+def kernel_hyper(cfg: NNSGHMCConfig) -> dict[str, Any]:
+    """The NNSGHMC hyper-parameters of training (the input statistics travel with the
+    meta-parameters, not here)."""
     return {
         "step_size": cfg.step_size,
         "alpha": cfg.alpha,
         "beta0": cfg.beta0,
         "c": cfg.c,
-        "num_data": 1.0,
-        "energy_scale": cfg.energy_scale / dim,
-        "momentum_scale": cfg.momentum_scale,
-        "grad_scale": cfg.grad_scale,
         "d_scale": cfg.d_scale,
         "q_bound": cfg.q_bound,
     }

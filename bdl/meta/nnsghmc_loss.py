@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from bdl.kernels.elementwise_mlp import MetaParams
 from bdl.kernels.nnsghmc import nnsghmc
+from bdl.kernels.nnsghmc_inputs import IDENTITY, InputStatistics, raw_features
 from bdl.kernels.recipe import Context
 from bdl.kernels.recipe_kernel import RecipeKernel, RecipeState
 from bdl.meta.nnsghmc_config import NNSGHMCConfig, kernel_hyper
@@ -31,9 +32,31 @@ def gaussian_energy(theta: jax.Array, mean: jax.Array, var: jax.Array) -> jax.Ar
     return 0.5 * jnp.sum(diff * diff / var, axis=-1)
 
 
-def make_kernel(meta: MetaParams, cfg: NNSGHMCConfig) -> RecipeKernel:
-    """The NNSGHMC kernel being trained (its meta-parameters may be tracers)."""
-    return nnsghmc(meta_params=meta, **kernel_hyper(cfg, cfg.dim))
+def make_kernel(
+    meta: MetaParams, cfg: NNSGHMCConfig, stats: InputStatistics = IDENTITY
+) -> RecipeKernel:
+    """The NNSGHMC kernel being trained (its meta-parameters may be tracers), with the input
+    statistics of the pilot run (constants)."""
+    return nnsghmc(meta_params=meta, input_stats=stats, **kernel_hyper(cfg))
+
+
+def _chain_step(kernel: RecipeKernel, grad_noise: float, dtype: Any) -> Any:
+    """One step of one chain on N(m, diag(v)) with N(0, grad_noise²·I) added to the gradient:
+    ``(state, m, v, chain_key, t) -> state``."""
+    h = jnp.asarray(kernel.step_size, dtype)
+    temperature = jnp.asarray(1.0, dtype)
+
+    def chain_step(state: RecipeState, m: jax.Array, v: jax.Array, ckey: jax.Array, t: jax.Array):
+        k_grad, k_step = jax.random.split(jax.random.fold_in(ckey, t))
+
+        def energy_and_grad(th: jax.Array) -> tuple[jax.Array, jax.Array]:
+            grad = (th - m) / v
+            noise = grad_noise * jax.random.normal(k_grad, th.shape, th.dtype)
+            return 0.5 * jnp.sum((th - m) * grad), grad + noise
+
+        return kernel.step(k_step, state, energy_and_grad, h, temperature)[0]
+
+    return chain_step
 
 
 def unroll(
@@ -61,19 +84,8 @@ def unroll(
     back to the start of its window only. ``remat`` recomputes each step in the backward pass
     (``jax.checkpoint``) instead of storing its intermediates, for long windows or large d.
     """
-    h = jnp.asarray(kernel.step_size, theta.dtype)
-    temperature = jnp.asarray(1.0, theta.dtype)
     chain_keys = jax.random.split(key, theta.shape[0])
-
-    def chain_step(state: RecipeState, m: jax.Array, v: jax.Array, ckey: jax.Array, t: jax.Array):
-        k_grad, k_step = jax.random.split(jax.random.fold_in(ckey, t))
-
-        def energy_and_grad(th: jax.Array) -> tuple[jax.Array, jax.Array]:
-            grad = (th - m) / v
-            noise = grad_noise * jax.random.normal(k_grad, th.shape, th.dtype)
-            return 0.5 * jnp.sum((th - m) * grad), grad + noise
-
-        return kernel.step(k_step, state, energy_and_grad, h, temperature)[0]
+    chain_step = _chain_step(kernel, grad_noise, theta.dtype)
 
     def transition(states: RecipeState, t: jax.Array) -> tuple[RecipeState, None]:
         # truncated back-propagation: no gradient flows into a window from the one before
@@ -89,6 +101,48 @@ def unroll(
         transition, start, 0, window * num_windows, observe=lambda s, _, t: s.z["theta"]
     )
     return thetas, last.z["theta"], last.z["r"]
+
+
+def pilot_run(
+    kernel: RecipeKernel,
+    theta: jax.Array,
+    r: jax.Array,
+    mean: jax.Array,
+    var: jax.Array,
+    key: jax.Array,
+    *,
+    steps: int,
+    grad_noise: float,
+) -> InputStatistics:
+    """The input statistics of App. E: run ``kernel`` (the randomly initialised sampler) for
+    ``steps`` steps from (θ, r) (K, d) on the tasks (mean, var) (K, d), and measure the mean and
+    sd of the raw features Ũ/d, r and ∂Ũ (with the tasks' gradient noise) over every step, chain
+    and coordinate (:mod:`bdl.kernels.nnsghmc_inputs`)."""
+    chain_keys = jax.random.split(key, theta.shape[0])
+    chain_step = _chain_step(kernel, grad_noise, theta.dtype)
+    d = theta.shape[-1]
+
+    def transition(states: RecipeState, t: jax.Array) -> tuple[RecipeState, None]:
+        return jax.vmap(chain_step, in_axes=(0, 0, 0, 0, None))(
+            states, mean, var, chain_keys, t
+        ), None
+
+    start = RecipeState({"theta": theta, "r": r})
+    _, (thetas, rs) = run_chain(
+        transition, start, 0, steps, observe=lambda s, _, t: (s.z["theta"], s.z["r"])
+    )
+    exact = (thetas - mean) / var
+    energy = 0.5 * jnp.sum((thetas - mean) * exact, axis=-1)
+    noise = grad_noise * jax.random.normal(jax.random.fold_in(key, steps), thetas.shape)
+    u, p, g = raw_features(energy, rs, exact + noise, d)
+    return InputStatistics(
+        float(jnp.mean(u)),
+        float(jnp.std(u)),
+        float(jnp.mean(p)),
+        float(jnp.std(p)),
+        float(jnp.mean(g)),
+        float(jnp.std(g)),
+    )
 
 
 def surrogate(
@@ -114,14 +168,16 @@ def meta_loss(
     tasks: Tasks,
     key: jax.Array,
     cfg: NNSGHMCConfig,
+    stats: InputStatistics = IDENTITY,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """The surrogate cross-chain + in-chain loss (Eq. 10, 11), averaged over the tasks.
 
-    ``theta`` and ``r`` are (tasks, K, d). All tasks' chains run as one batch of chains. Returns
-    the surrogate (to differentiate) and diagnostics, including the final chain states.
+    ``theta`` and ``r`` are (tasks, K, d). All tasks' chains run as one batch of chains, with the
+    input statistics ``stats`` (:func:`pilot_run`). Returns the surrogate (to differentiate) and
+    diagnostics, including the final chain states.
     """
     num_tasks, k, d = theta.shape
-    kernel = make_kernel(meta, cfg)
+    kernel = make_kernel(meta, cfg, stats)
     k_run, k_sub = jax.random.split(key)
     mean = jnp.broadcast_to(tasks.mean[:, None, :], theta.shape)
     var = jnp.broadcast_to(tasks.var[:, None, :], theta.shape)

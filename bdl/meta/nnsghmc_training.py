@@ -38,9 +38,13 @@ noise injected into every gradient, ∇̃U = ∇U + ξ, ξ ~ N(0, I). All tasks'
 batch and the loss is the mean over tasks. The held-out test task of the paper (a 20-D
 Gaussian with a dense covariance, ``benchmarks/gong_toy.py``) is never trained on.
 
-**Input scaling** (App. E). The networks see u = s_U·U(θ)/d, the energy per dimension, so that
-10-D training and 20-D test tasks present the same scale (the paper's D_train/D_test rescaling,
-Eq. 26); use ``nnsghmc(energy_scale=s_U/d)`` on a d-dimensional target.
+**Input normalisation** (App. E). The networks see the energy per dimension U/d (the paper's
+D_train/D_test rescaling, Eq. 26), the momentum r and the noisy gradient ∂Ũ, each standardised
+with the mean and sd measured in a **pilot run** (:func:`pilot_statistics`): the randomly
+initialised sampler, without standardisation, run for ``pilot_steps`` steps from fresh starts on
+every task. The statistics are constants for the whole run, written into ``nnsghmc.npz`` and read
+back by the kernel, which applies the same map
+(:func:`bdl.kernels.nnsghmc_inputs.normalised_inputs`) on any target.
 
 **Epochs and replay** (App. F.1, F.3.1). Chains continue from one meta-iteration to the next for
 ``iterations_per_epoch`` iterations; at the start of each epoch every chain restarts either from a
@@ -83,17 +87,20 @@ import optax
 from bdl.data.synthetic_energies import diagonal_gaussian
 from bdl.kernels.elementwise_mlp import MetaParams
 from bdl.kernels.nnsghmc import init_nnsghmc_params
+from bdl.kernels.nnsghmc_inputs import HEADER_KEY, IDENTITY, InputStatistics
 from bdl.meta import driver
 from bdl.meta.config import parse_config
 from bdl.meta.driver import TrainingRun
 from bdl.meta.nnsghmc_config import NNSGHMCConfig, kernel_hyper
-from bdl.meta.nnsghmc_loss import Tasks, meta_loss
+from bdl.meta.nnsghmc_loss import Tasks, make_kernel, meta_loss, pilot_run
 
 PyTree = Any
 KERNEL = "nnsghmc"
 
 #: consecutive skipped (diverged) iterations after which training stops
 MAX_SKIPPED = 10
+#: the pilot run's random stream, fold_in(key(seed), PILOT_STREAM): apart from the iterations'
+PILOT_STREAM = 2**30
 
 
 # ---------------------------------------------------------------------------- tasks and state
@@ -189,10 +196,37 @@ def push_buffer(state: TrainState, theta: jax.Array, r: jax.Array) -> TrainState
 
 
 @functools.lru_cache(maxsize=8)
+def pilot_statistics(cfg: NNSGHMCConfig) -> InputStatistics:
+    """The input statistics of the run (App. E): means and sds of U/d, r and ∂Ũ over a pilot run
+    of ``pilot_steps`` steps of the randomly initialised sampler (the initial meta-parameters,
+    no standardisation) from fresh starts θ ~ μ + U(−a, a)ᵈ, r = 0 on every task.
+    Deterministic in ``cfg`` (cached), so a resumed run gets the same constants."""
+    tasks = make_tasks(cfg)
+    state = init_state(cfg)
+    key = jax.random.fold_in(jax.random.key(cfg.seed), PILOT_STREAM)
+    k_start, k_run = jax.random.split(key)
+    theta, r = restart_chains(state, tasks, k_start, cfg)  # empty buffers: all fresh starts
+    flat = (cfg.num_tasks * cfg.num_chains, cfg.dim)
+    mean = jnp.broadcast_to(tasks.mean[:, None, :], theta.shape).reshape(flat)
+    var = jnp.broadcast_to(tasks.var[:, None, :], theta.shape).reshape(flat)
+    return pilot_run(
+        make_kernel(state.meta, cfg, IDENTITY),
+        theta.reshape(flat),
+        r.reshape(flat),
+        mean,
+        var,
+        k_run,
+        steps=cfg.pilot_steps,
+        grad_noise=cfg.grad_noise,
+    )
+
+
+@functools.lru_cache(maxsize=8)
 def make_update(cfg: NNSGHMCConfig) -> Callable[..., tuple[TrainState, dict[str, Any]]]:
     """The jitted meta-iteration ``(state, iteration) -> (state, metrics)`` for ``cfg`` (cached:
     runs with equal configs in one process share the compiled function)."""
     tasks = make_tasks(cfg)
+    stats = pilot_statistics(cfg)
     opt = optimizer(cfg)
     base_key = jax.random.key(cfg.seed)
 
@@ -205,7 +239,7 @@ def make_update(cfg: NNSGHMCConfig) -> Callable[..., tuple[TrainState, dict[str,
         theta = jnp.where(new_epoch, theta0, state.theta)
         r = jnp.where(new_epoch, r0, state.r)
         (loss, aux), grads = jax.value_and_grad(meta_loss, has_aux=True)(
-            state.meta, theta, r, tasks, k_loss, cfg
+            state.meta, theta, r, tasks, k_loss, cfg, stats
         )
         grad_norm = optax.tree.norm(grads)
         theta_last, r_last = aux.pop("theta_last"), aux.pop("r_last")
@@ -246,7 +280,8 @@ def train(
 
     The run directory is :mod:`bdl.meta.driver`'s (checkpoints every ``checkpoint_every``
     iterations and on Ctrl-C or SIGTERM, ``nnsghmc.npz``, ``loss.png``) plus
-    ``nnsghmc-hyper.json`` (the kernel hyper-parameters the networks were trained with). With
+    ``nnsghmc-hyper.json`` (the kernel hyper-parameters the networks were trained with); the
+    input statistics of the pilot run are in ``nnsghmc.npz``'s header. With
     ``resume`` it continues from the checkpoint in ``out_dir`` (bitwise identical to an
     uninterrupted run); only ``iterations``, ``checkpoint_every`` and ``log_every`` may differ
     from the checkpointed config.
@@ -294,17 +329,16 @@ def train(
         },
         log_every=cfg.log_every,
         stop=stop,
+        metadata={HEADER_KEY: pilot_statistics(cfg).as_dict()},
     )
     result, _ = driver.run(cfg, loop, out_dir, resume=resume, progress=progress)
-    hyper = kernel_hyper(cfg, cfg.dim)
     (result.out_dir / f"{KERNEL}-hyper.json").write_text(
         json.dumps(
             {
                 "kernel": KERNEL,
                 "trained_on_dim": cfg.dim,
-                "energy_scale_per_dim": cfg.energy_scale,
-                "note": "use nnsghmc(energy_scale=energy_scale_per_dim / d) on a d-dim target",
-                **{k: v for k, v in hyper.items() if k not in ("energy_scale", "num_data")},
+                **kernel_hyper(cfg),
+                HEADER_KEY: pilot_statistics(cfg).as_dict(),
             },
             indent=1,
         )

@@ -18,7 +18,7 @@ measures
             interleaved rounds (``--resnet-steps`` steps per call, compilation excluded). The
             baselines run with their convolutions in XLA:CPU's canonical layout, as
             ``bdl.sample`` does (:mod:`bdl.utils.convolutions`); the same scans as XLA lays
-            them out inside a loop are timed too, to show what that layout costs.
+            them out inside a loop are timed with ``--xla-layout``, to show what that layout costs.
 
 Each figure of (chains) and (data) is the median over ``--repeats`` calls of ``num_steps=S,
 thin=S`` after a first call that compiles, less the fixed cost of a call (a ``num_steps=16``
@@ -32,7 +32,7 @@ sharding costs. With accelerators, pass ``--host-devices 0`` to use the real one
 
 Run: ``python benchmarks/scaling.py [--steps 2000] [--repeats 3] [--chains 4,8,16]
 [--devices 1,2,4] [--batches 32,128,512] [--host-devices 4] [--skip chains,data,resnet]
-[--resnet-steps 6] [--resnet-depth 20]``.
+[--resnet-steps 6] [--resnet-depth 20] [--xla-layout]``.
 """
 
 from __future__ import annotations
@@ -57,6 +57,12 @@ def _arguments() -> argparse.Namespace:
     p.add_argument("--skip", default="", help="comma-separated parts to skip: chains, data, resnet")
     p.add_argument("--resnet-steps", type=int, default=6, help="steps per timed ResNet call")
     p.add_argument("--resnet-depth", type=int, default=20, help="6k + 2 (20: ResNet-20)")
+    p.add_argument(
+        "--xla-layout",
+        action="store_true",
+        help="also time the SGD scans with the convolutions as XLA lays them out in a loop "
+        "(20-50x slower on a CPU)",
+    )
     return p.parse_args()
 
 
@@ -116,7 +122,7 @@ def resnet_on_random_data(depth: int, batch_size: int = 128, n: int = 1024):
     return bdl.compile(model, (x, y), batch_size=batch_size)
 
 
-def resnet_step_cost(steps: int, repeats: int, depth: int) -> None:
+def resnet_step_cost(steps: int, repeats: int, depth: int, xla_layout: bool = False) -> None:
     """SGHMC in ``bdl.sample`` against ``optax.sgd`` (and sgd + one draw) on ResNet-``depth``."""
     lr, momentum = 0.1, 0.98
     compiled = resnet_on_random_data(depth)
@@ -164,9 +170,10 @@ def resnet_step_cost(steps: int, repeats: int, depth: int) -> None:
         "optax.sgd": lambda: sgd_canonical(sgd_carry),
         "sgd + draw": lambda: sgd_draw_canonical(draw_carry),
         "bdl.sample sghmc": sample,
-        "optax.sgd, as XLA lays it out": lambda: sgd(sgd_carry),
-        "sgd + draw, as XLA lays it out": lambda: sgd_draw(draw_carry),
     }
+    if xla_layout:
+        fns["optax.sgd, as XLA lays it out"] = lambda: sgd(sgd_carry)
+        fns["sgd + draw, as XLA lays it out"] = lambda: sgd_draw(draw_carry)
     for fn in fns.values():  # compile
         jax.block_until_ready(fn())
     print(
@@ -232,7 +239,7 @@ def main() -> None:
             print(f"{b:>8}" + "".join(row), flush=True)
         print(load_average())
     if "resnet" not in skip:
-        resnet_step_cost(ARGS.resnet_steps, ARGS.repeats, ARGS.resnet_depth)
+        resnet_step_cost(ARGS.resnet_steps, ARGS.repeats, ARGS.resnet_depth, ARGS.xla_layout)
 
 
 if __name__ == "__main__":

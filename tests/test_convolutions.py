@@ -162,3 +162,15 @@ def test_an_ensemble_of_a_cnn_trains_each_member_as_alone() -> None:
         alone = minimise(compiled, optimizer, start, keys[m], 20)
         for a, b in zip(jax.tree.leaves(many), jax.tree.leaves(alone), strict=True):
             np.testing.assert_allclose(a[m], b, rtol=1e-4, atol=1e-5)
+
+
+def test_only_a_convolutional_target_is_rewritten() -> None:
+    from bdl.utils.convolutions import target_convolves
+
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(32, 12)).astype(np.float32)
+    y = rng.integers(0, 3, size=32).astype(np.int32)
+    cnn = bdl.Model(network=_Net(), likelihood=bdl.Categorical(), prior=bdl.Normal(1.0))
+    mlp = bdl.Model(network=nn.Dense(3), likelihood=bdl.Categorical(), prior=bdl.Normal(1.0))
+    assert target_convolves(bdl.compile(cnn, (x, y), batch_size=8))
+    assert not target_convolves(bdl.compile(mlp, (x, y), batch_size=8))

@@ -46,7 +46,7 @@ from bdl.sampling.provenance import run_meta
 from bdl.sampling.samples import Samples
 from bdl.sampling.stream import StreamWriter
 from bdl.sampling.stream import check_directory as check_stream
-from bdl.utils.convolutions import canonical_convolutions, has_convolution
+from bdl.utils.convolutions import canonical_convolutions, target_convolves
 from bdl.utils.rng import initialisation_draws
 
 PyTree = Any
@@ -863,12 +863,14 @@ def _run_chunk_local(
     keys = chain_keys[0] if single else chain_keys
 
     def per_step(step: Callable) -> Callable:
+        if not convolves_on_cpu(target):
+            return lambda c, t: over(step)(c, keys, t)
+        one = canonical_convolutions(step)
         if single:
-            return lambda c, t: canonical_convolutions(step)(c, keys, t)
+            return lambda c, t: one(c, keys, t)
 
         def chains_step(c: Chains, t: jax.Array) -> Any:
-            if sequential_chains(step, c, keys, t):
-                one = canonical_convolutions(step)
+            if sequential_chains(target):
                 return jax.lax.map(lambda ck: one(*ck, t), (c, keys))
             return canonical_convolutions(over(step))(c, keys, t)
 
@@ -901,14 +903,18 @@ def _run_chunk_local(
     return (jax.tree.map(lambda x: x[None], end) if single else end), out
 
 
-def sequential_chains(step: Callable, chains: Any, keys: jax.Array, t: jax.Array) -> bool:
+def convolves_on_cpu(target: Target) -> bool:
+    """Whether the loop runs on the CPU and the target's gradient has convolutions: then each
+    step's convolutions are written in the layout XLA:CPU runs fast inside a loop
+    (:mod:`bdl.utils.convolutions`)."""
+    return jax.default_backend() == "cpu" and target_convolves(target)
+
+
+def sequential_chains(target: Target) -> bool:
     """Whether the chains' steps run one after another (``lax.map``) rather than under ``vmap``:
     on the CPU, for a model with convolutions, whose ``vmap`` form (grouped convolutions) XLA:CPU
     runs several times slower than the chains in turn."""
-    if jax.default_backend() != "cpu":
-        return False
-    first = jax.tree.map(lambda x: x[0], (chains, keys))
-    return has_convolution(step, *first, t)
+    return convolves_on_cpu(target)
 
 
 def _mark(status: Status, failed: jax.Array, t: jax.Array) -> Status:

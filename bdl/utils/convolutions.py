@@ -61,6 +61,23 @@ def has_convolution(fn: Callable[..., Any], *args: Any) -> bool:
     return _has_convolution(jax.make_jaxpr(fn)(*args).jaxpr)
 
 
+#: answers of :func:`target_convolves`, by target identity (the target is kept with its answer)
+_BY_TARGET: dict[int, tuple[Any, bool]] = {}
+
+
+def target_convolves(target: Any) -> bool:
+    """Whether a compiled target's network has convolutions (its energy traced once per
+    target, at its initial position; nothing is computed)."""
+    hit = _BY_TARGET.get(id(target))
+    if hit is not None and hit[0] is target:
+        return hit[1]
+    answer = has_convolution(target.energy, target.initial_position)
+    if len(_BY_TARGET) >= 64:
+        _BY_TARGET.clear()
+    _BY_TARGET[id(target)] = (target, answer)
+    return answer
+
+
 def _has_convolution(jaxpr: core.Jaxpr) -> bool:
     for eqn in jaxpr.eqns:
         if eqn.primitive is lax.conv_general_dilated_p:

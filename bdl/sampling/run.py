@@ -741,7 +741,6 @@ def _finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack([jnp.isfinite(jnp.sum(x)) for x in leaves])) if leaves else True
 
 
-@eqx.filter_jit
 def _run_chunk(
     target: Target,
     kernel: Kernel,
@@ -754,6 +753,29 @@ def _run_chunk(
     adapting: bool = False,
     checked: bool = False,
     layout: Layout | None = None,
+) -> tuple[Chains, Any]:
+    """:func:`_compiled_chunk`, told whether the target's network convolves (decided on the
+    concrete target, once per target, outside the trace)."""
+    return _compiled_chunk(
+        target, kernel, chains, chain_keys, t0, num_draws, steps_per_draw, buffer_size,
+        adapting, checked, layout, convolves_on_cpu(target),
+    )  # fmt: skip
+
+
+@eqx.filter_jit
+def _compiled_chunk(
+    target: Target,
+    kernel: Kernel,
+    chains: Chains,
+    chain_keys: jax.Array,
+    t0: jax.Array,
+    num_draws: jax.Array,
+    steps_per_draw: jax.Array,
+    buffer_size: int,
+    adapting: bool,
+    checked: bool,
+    layout: Layout | None,
+    convolutions: bool,
 ) -> tuple[Chains, Any]:
     """Run ``num_draws × steps_per_draw`` steps from step ``t0``, recording each draw's state.
 
@@ -773,17 +795,20 @@ def _run_chunk(
     While ``adapting`` (a warm-up window; implies ``checked``) a failing step is rejected and
     the chain's step size halved instead, h and T are the adapted step and the target's
     temperature (no schedule), and θ is accumulated into the window's statistics.
+
+    With ``convolutions`` (on the CPU, a network with convolutions) each step's convolutions are
+    written in the layout XLA:CPU runs fast inside a loop, and the chains run in turn.
     """
     checked = checked or adapting
     if layout is None or layout.mesh is None:
         return _run_chunk_local(
             target, kernel, chains, chain_keys, t0, num_draws, steps_per_draw, buffer_size,
-            adapting, checked,
+            adapting, checked, convolutions,
         )  # fmt: skip
 
     def local(shared: tuple, per_chain: tuple) -> tuple[Chains, Any]:
         args = (*shared[:2], *per_chain, *shared[2:])
-        return _run_chunk_local(*args, buffer_size, adapting, checked)
+        return _run_chunk_local(*args, buffer_size, adapting, checked, convolutions)
 
     by_chain, by_draw = P(CHAIN), P(None, CHAIN)  # buffers are (draw, chain, ...)
     return layout.per_chain(
@@ -805,6 +830,7 @@ def _run_chunk_local(
     buffer_size: int,
     adapting: bool,
     checked: bool,
+    convolutions: bool = False,
 ) -> tuple[Chains, Any]:
     """:func:`_run_chunk` on one device's chains."""
 
@@ -863,14 +889,14 @@ def _run_chunk_local(
     keys = chain_keys[0] if single else chain_keys
 
     def per_step(step: Callable) -> Callable:
-        if not convolves_on_cpu(target):
+        if not convolutions:
             return lambda c, t: over(step)(c, keys, t)
         one = canonical_convolutions(step)
         if single:
             return lambda c, t: one(c, keys, t)
 
         def chains_step(c: Chains, t: jax.Array) -> Any:
-            if sequential_chains(target):
+            if sequential_chains(convolutions):
                 return jax.lax.map(lambda ck: one(*ck, t), (c, keys))
             return canonical_convolutions(over(step))(c, keys, t)
 
@@ -910,11 +936,11 @@ def convolves_on_cpu(target: Target) -> bool:
     return jax.default_backend() == "cpu" and target_convolves(target)
 
 
-def sequential_chains(target: Target) -> bool:
+def sequential_chains(convolutions: bool) -> bool:
     """Whether the chains' steps run one after another (``lax.map``) rather than under ``vmap``:
-    on the CPU, for a model with convolutions, whose ``vmap`` form (grouped convolutions) XLA:CPU
+    for a model with convolutions on the CPU, whose ``vmap`` form (grouped convolutions) XLA:CPU
     runs several times slower than the chains in turn."""
-    return convolves_on_cpu(target)
+    return convolutions
 
 
 def _mark(status: Status, failed: jax.Array, t: jax.Array) -> Status:

@@ -72,9 +72,11 @@ def target_convolves(target: Any) -> bool:
     if hit is not None and hit[0] is target:
         return hit[1]
     answer = has_convolution(target.energy, target.initial_position)
-    if len(_BY_TARGET) >= 64:
-        _BY_TARGET.clear()
-    _BY_TARGET[id(target)] = (target, answer)
+    if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(target)):
+        # a target rebuilt inside a trace (its arrays tracers) is not kept: it lives one trace
+        if len(_BY_TARGET) >= 64:
+            _BY_TARGET.clear()
+        _BY_TARGET[id(target)] = (target, answer)
     return answer
 
 

@@ -19,7 +19,7 @@ from bdl.compile.positions import check_position
 from bdl.compile.target import Target
 from bdl.sampling.chain import run_chain
 from bdl.utils import arguments
-from bdl.utils.convolutions import canonical_convolutions, has_convolution
+from bdl.utils.convolutions import canonical_convolutions, convolves_on_cpu
 
 PyTree = Any
 
@@ -49,7 +49,8 @@ def minimise(
         return (optax.apply_updates(params, updates), opt_state, stream), None
 
     init = (position, optimizer.init(position), compiled.init_batches(key))
-    (params, _, _), _ = run_chain(canonical_convolutions(step), init, 0, num_steps)
+    step = canonical_convolutions(step) if convolves_on_cpu(compiled) else step
+    (params, _, _), _ = run_chain(step, init, 0, num_steps)
     return params
 
 
@@ -70,11 +71,7 @@ def minimise_many(
 
     first = jax.tree.map(lambda a: a[0], (positions, keys))
     _check(compiled, optimizer, *first, num_steps)
-    if jax.default_backend() == "cpu" and has_convolution(
-        lambda p, b: compiled.stochastic_energy_and_grad(p, b),
-        first[0],
-        compiled.next_batch(compiled.init_batches(first[1]), 0)[0],
-    ):
+    if convolves_on_cpu(compiled):
         return jax.lax.map(lambda pk: one(*pk), (positions, keys))
     return jax.vmap(one)(positions, keys)
 

@@ -46,7 +46,7 @@ from bdl.sampling.provenance import run_meta
 from bdl.sampling.samples import Samples
 from bdl.sampling.stream import StreamWriter
 from bdl.sampling.stream import check_directory as check_stream
-from bdl.utils.convolutions import canonical_convolutions, target_convolves
+from bdl.utils.convolutions import canonical_convolutions, convolves_on_cpu
 from bdl.utils.rng import initialisation_draws
 
 PyTree = Any
@@ -927,13 +927,6 @@ def _run_chunk_local(
             settle=per_draw(settle),
         )
     return (jax.tree.map(lambda x: x[None], end) if single else end), out
-
-
-def convolves_on_cpu(target: Target) -> bool:
-    """Whether the loop runs on the CPU and the target's gradient has convolutions: then each
-    step's convolutions are written in the layout XLA:CPU runs fast inside a loop
-    (:mod:`bdl.utils.convolutions`)."""
-    return jax.default_backend() == "cpu" and target_convolves(target)
 
 
 def sequential_chains(convolutions: bool) -> bool:

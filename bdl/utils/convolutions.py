@@ -61,6 +61,13 @@ def has_convolution(fn: Callable[..., Any], *args: Any) -> bool:
     return _has_convolution(jax.make_jaxpr(fn)(*args).jaxpr)
 
 
+def convolves_on_cpu(target: Any) -> bool:
+    """Whether JAX runs on the CPU and the target's network has convolutions: then a loop's
+    convolutions are rewritten (:func:`canonical_convolutions`) and chains or ensemble members
+    run in turn rather than under ``vmap``."""
+    return jax.default_backend() == "cpu" and target_convolves(target)
+
+
 #: answers of :func:`target_convolves`, by target identity (the target is kept with its answer)
 _BY_TARGET: dict[int, tuple[Any, bool]] = {}
 

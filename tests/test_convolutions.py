@@ -53,10 +53,37 @@ def test_the_canonical_form_is_the_same_convolution(case) -> None:
     params = jax.make_jaxpr(conv)(lhs, rhs).jaxpr.eqns[0].params
     direct = _canonical_convolution(lhs, rhs, **params)
     np.testing.assert_allclose(direct, expected, rtol=1e-5, atol=1e-5)
-    # the gradient's transposed convolutions are rewritten too, and give the same gradient
-    grad = jax.grad(loss, argnums=(0, 1))
-    for want, got in zip(grad(lhs, rhs), canonical_convolutions(grad)(lhs, rhs), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    # the gradient's transposed convolutions are rewritten too; the gradient is checked against
+    # forward-mode derivatives, which use only the forward convolution (XLA:CPU's own reverse
+    # mode is wrong for the NCW case: see test_negative_padding_is_explicit)
+    grad_lhs, grad_rhs = canonical_convolutions(jax.grad(loss, argnums=(0, 1)))(lhs, rhs)
+    for i in range(3):
+        v = jax.random.normal(jax.random.key(10 + i), lhs.shape)
+        u = jax.random.normal(jax.random.key(20 + i), rhs.shape)
+        _, directional = jax.jvp(loss, (lhs, rhs), (v, u))
+        along = jnp.sum(grad_lhs * v) + jnp.sum(grad_rhs * u)
+        np.testing.assert_allclose(along, directional, rtol=1e-4, atol=1e-3)
+
+
+def test_negative_padding_is_explicit() -> None:
+    """The input gradient of a strided convolution crops its input (negative low padding) and
+    pads its end. XLA:CPU's convolution kernel gets that combination wrong (its last output reads
+    past the input); the canonical form crops with ``lax.pad`` first and matches the definition."""
+    g = jax.random.normal(jax.random.key(0), (3, 6, 18))
+    w = jax.random.normal(jax.random.key(1), (6, 4, 2))
+    dims = lax.ConvDimensionNumbers(lhs_spec=(0, 1, 2), rhs_spec=(1, 0, 2), out_spec=(0, 1, 2))
+    params = (
+        jax.make_jaxpr(
+            lambda g, w: lax.conv_general_dilated(g, w, (2,), ((-1, 1),), dimension_numbers=dims)
+        )(g, w)
+        .jaxpr.eqns[0]
+        .params
+    )
+    got = jax.jit(lambda g, w: _canonical_convolution(g, w, **params))(g, w)
+    padded = np.concatenate([np.asarray(g)[:, :, 1:], np.zeros((3, 6, 1))], axis=2)
+    windows = np.stack([padded[:, :, 2 * o : 2 * o + 2] for o in range(9)], axis=-1)
+    want = np.einsum("ncwo,cdw->ndo", windows, np.asarray(w))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_inside_a_loop_every_convolution_is_canonical() -> None:

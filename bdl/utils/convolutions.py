@@ -23,6 +23,7 @@ sampling loop therefore maps a convolutional model's chains sequentially on the 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,22 +69,26 @@ def convolves_on_cpu(target: Any) -> bool:
     return jax.default_backend() == "cpu" and target_convolves(target)
 
 
-#: answers of :func:`target_convolves`, by target identity (the target is kept with its answer)
-_BY_TARGET: dict[int, tuple[Any, bool]] = {}
+#: answers of :func:`target_convolves`, by target identity; a weak reference, so the cache never
+#: keeps a target (and the compiled programs that hang on it) alive
+_BY_TARGET: dict[int, tuple[weakref.ref, bool]] = {}
 
 
 def target_convolves(target: Any) -> bool:
     """Whether a compiled target's network has convolutions (its energy traced once per
     target, at its initial position; nothing is computed)."""
     hit = _BY_TARGET.get(id(target))
-    if hit is not None and hit[0] is target:
+    if hit is not None and hit[0]() is target:
         return hit[1]
     answer = has_convolution(target.energy, target.initial_position)
     if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(target)):
         # a target rebuilt inside a trace (its arrays tracers) is not kept: it lives one trace
-        if len(_BY_TARGET) >= 64:
-            _BY_TARGET.clear()
-        _BY_TARGET[id(target)] = (target, answer)
+        key = id(target)
+        try:
+            ref = weakref.ref(target, lambda _, key=key: _BY_TARGET.pop(key, None))
+        except TypeError:  # an object that takes no weak reference is simply not remembered
+            return answer
+        _BY_TARGET[key] = (ref, answer)
     return answer
 
 
@@ -142,6 +147,7 @@ def _canonical_convolution(lhs: Any, rhs: Any, *, dimension_numbers: Any, **para
         rhs_spec=(k + 1, k, *range(k)),
         out_spec=(0, k + 1, *range(1, k + 1)),
     )
+    lhs_t, params = _explicit_negative_padding(lhs_t, params)
     out = lax.conv_general_dilated_p.bind(lhs_t, rhs_t, dimension_numbers=canonical, **params)
     # axis a of the result sits at position where[a] of the canonical output
     where = [0] * (k + 2)
@@ -150,3 +156,33 @@ def _canonical_convolution(lhs: Any, rhs: Any, *, dimension_numbers: Any, **para
     for i, axis in enumerate(out_spec[2:]):
         where[axis] = 1 + i
     return lax.transpose(out, tuple(where))
+
+
+def _explicit_negative_padding(lhs_t: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Negative padding (the input gradient of a strided convolution crops its input) done as
+    an explicit ``lax.pad`` of the b01f input, leaving the convolution only non-negative padding.
+
+    XLA:CPU's convolution kernel (jax 0.10.2) does not honour a negative low padding together
+    with a positive high one: it reads past the end of the input, so the last output depends on
+    whatever lies in memory there. A spatial dimension with negative padding is dilated by the
+    same ``lax.pad`` (interior padding), so the convolution sees it undilated.
+    """
+    padding = tuple(params["padding"])
+    if all(lo >= 0 and hi >= 0 for lo, hi in padding):
+        return lhs_t, params
+    dilation = tuple(params["lhs_dilation"])
+    config = [(0, 0, 0)]
+    kept_padding, kept_dilation = [], []
+    for (lo, hi), d in zip(padding, dilation, strict=True):
+        if lo < 0 or hi < 0:
+            config.append((min(lo, 0), min(hi, 0), d - 1))
+            kept_padding.append((max(lo, 0), max(hi, 0)))
+            kept_dilation.append(1)
+        else:
+            config.append((0, 0, 0))
+            kept_padding.append((lo, hi))
+            kept_dilation.append(d)
+    config.append((0, 0, 0))
+    cropped = lax.pad(lhs_t, jnp.zeros((), lhs_t.dtype), config)
+    params = {**params, "padding": tuple(kept_padding), "lhs_dilation": tuple(kept_dilation)}
+    return cropped, params

@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import xlogy
+
+from bdl.utils.owner_jit import owner_jit
 
 if TYPE_CHECKING:
     from bdl.compile.compiled_model import CompiledModel
@@ -157,11 +158,11 @@ def predictive(
                 f"({x.shape[0]})."
             )
     if compiled.likelihood.task == "classification":
-        return eqx.filter_jit(_classification)(compiled, flat, x, given)
+        return _classification_jit(compiled, flat, x, given)
     levels = tuple(float(q) for q in quantiles)
     if not all(0.0 < q < 1.0 for q in levels):
         raise ValueError(f"quantiles must lie in (0, 1); got {list(quantiles)}.")
-    return eqx.filter_jit(_regression)(compiled, flat, x, given, levels)
+    return _regression_jit(compiled, flat, x, given, levels)
 
 
 def _entropy(p: jax.Array) -> jax.Array:
@@ -204,6 +205,10 @@ def _regression(
     else:
         q = jnp.zeros((0, *mean.shape), mean.dtype)
     return RegressionPredictive(mean, sd, aleatoric, epistemic, q, levels)
+
+
+_classification_jit = owner_jit(_classification)
+_regression_jit = owner_jit(_regression)
 
 
 def _mixture_quantiles(

@@ -29,6 +29,7 @@ import numpy as np
 
 from bdl import metrics
 from bdl.metrics.classification import ECE_BINS
+from bdl.utils.owner_jit import owner_jit
 
 PyTree = Any
 
@@ -262,7 +263,7 @@ class Accumulator(eqx.Module):
         return jax.lax.fori_loop(0, num_draws, one, (state, rows))
 
 
-@eqx.filter_jit
+@owner_jit
 def update_chunk(
     accumulator: Accumulator,
     state: BMAState,
@@ -281,6 +282,6 @@ def update_chunk(
     return accumulator.update(state, positions, valid, num_draws)
 
 
-@eqx.filter_jit
+@owner_jit
 def final_metrics(accumulator: Accumulator, state: BMAState, healthy: jax.Array) -> jax.Array:
     return accumulator.metrics(state, healthy)

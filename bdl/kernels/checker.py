@@ -29,7 +29,6 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,6 +40,7 @@ from bdl.kernels.gibbs import Gibbs
 from bdl.kernels.recipe import Context, Recipe, drift, hamiltonian_grad
 from bdl.kernels.recipe_kernel import RecipeState
 from bdl.utils import arguments
+from bdl.utils.owner_jit import owner_jit
 
 PyTree = Any
 
@@ -326,7 +326,7 @@ def _deltas(kernel: Kernel, state: Any, grad_fn: Any, h: float, T: float, keys: 
     return _deltas_jit(kernel, state, grad_fn, h, T, keys)
 
 
-@eqx.filter_jit
+@owner_jit
 def _step_jit(kernel: Kernel, key: jax.Array, state: Any, grad_fn: Any, h: Any, T: Any) -> Any:
     return kernel.step(key, state, grad_fn, h, T)
 
@@ -336,15 +336,15 @@ def _delta_fn(kernel: Kernel, state: Any, grad_fn: Any, h: Any, T: Any, key: jax
     return ravel_pytree(new.z)[0] - ravel_pytree(state.z)[0]
 
 
-_delta_jit = eqx.filter_jit(_delta_fn)
+_delta_jit = owner_jit(_delta_fn)
 
 
-@eqx.filter_jit
+@owner_jit
 def _deltas_jit(kernel: Kernel, state: Any, grad_fn: Any, h: Any, T: Any, keys: jax.Array) -> Any:
     return jax.vmap(lambda k: _delta_fn(kernel, state, grad_fn, h, T, k))(keys)
 
 
-@eqx.filter_jit
+@owner_jit
 def _analyse(recipe: Recipe, energy: Any, z: dict, T: float) -> dict[str, jax.Array]:
     """Every dense quantity the checker needs at state z, in one compiled function."""
     dense = _Dense(recipe, energy, z)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +12,7 @@ from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.kernels.recipe_kernel import RecipeKernel
 from bdl.utils import arguments
+from bdl.utils.owner_jit import owner_jit
 
 
 def _positive_int(name: str, value: Any, minimum: int) -> int:
@@ -99,7 +99,7 @@ def _constant_schedules(target: Target, kernel: Kernel) -> bool:
     return kernel.step_size is None or isinstance(kernel.step_size, int | float)
 
 
-@eqx.filter_jit
+@owner_jit
 def _schedules(
     target: Target, kernel: Kernel, steps: jax.Array, adapting: bool
 ) -> tuple[jax.Array, jax.Array]:

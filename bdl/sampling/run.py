@@ -23,7 +23,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -47,6 +46,7 @@ from bdl.sampling.samples import Samples
 from bdl.sampling.stream import StreamWriter
 from bdl.sampling.stream import check_directory as check_stream
 from bdl.utils.convolutions import canonical_convolutions, convolves_on_cpu
+from bdl.utils.owner_jit import owner_jit
 from bdl.utils.rng import initialisation_draws
 
 PyTree = Any
@@ -514,11 +514,13 @@ def _advance(
                 scoring, bma, records["position"], mask, recorded_steps, status.diverged,
                 status.step, jnp.asarray(draws, jnp.int32),
             )  # fmt: skip
-            host_mask, host_steps = jax.device_get((mask[:draws], recorded_steps[:draws]))
-            rows = np.asarray(jax.device_get(rows))[:draws]
+            # sliced on the host: slicing on the device compiles a program per draw count
+            host_mask, host_steps, rows = (
+                np.asarray(a)[:draws] for a in jax.device_get((mask, recorded_steps, rows))
+            )
             curve = (*curve, curve_rows(rows, host_steps, host_mask))
         if keep_host:
-            out = jax.device_get(jax.tree.map(lambda a: a[:draws], out))
+            out = jax.tree.map(lambda a: np.asarray(a)[:draws], jax.device_get(out))
             collected = (*collected, out)
         chunks += 1
     jax.block_until_ready(chains)
@@ -718,7 +720,7 @@ class Chains(NamedTuple):
     stats: Any = ()
 
 
-@eqx.filter_jit
+@owner_jit
 def _setup(target: Target, kernel: Kernel, key: jax.Array, num_chains: int, init: Any) -> Any:
     """Initial positions, kernel states, minibatch streams and chain keys, in one compilation."""
     k_init, k_kernel, k_batch, k_run = jax.random.split(key, 4)
@@ -762,7 +764,7 @@ def _run_chunk(
     )  # fmt: skip
 
 
-@eqx.filter_jit
+@owner_jit
 def _compiled_chunk(
     target: Target,
     kernel: Kernel,
@@ -1014,7 +1016,7 @@ def _recipe_grad(target: Target, kernel: Kernel, key: jax.Array) -> Any:
     return jax.grad(energy)
 
 
-@eqx.filter_jit
+@owner_jit
 def _start_adaptation(
     target: Target, kernel: Kernel, chains: Chains, key: jax.Array, layout: Layout
 ) -> Chains:
@@ -1059,7 +1061,7 @@ def _start_adaptation_local(
     return chains._replace(states=states, params=params, stats=stats)
 
 
-@eqx.filter_jit
+@owner_jit
 def _adapt(
     target: Target,
     kernel: Kernel,

@@ -1,0 +1,87 @@
+"""``eqx.filter_jit`` that lets go of the programs compiled for objects that no longer exist.
+
+A module-level ``eqx.filter_jit`` keeps every program it has compiled, and each program keeps
+the static part of its arguments alive: a target's energy, gradient and predictive closures. A
+process that samples many targets in turn (a sweep over models, an experiment over seeds and
+temperatures, a test suite) therefore keeps every program it ever compiled. On the CPU each
+program is JIT-compiled machine code in its own memory mappings (≈ 200 mappings per sampled
+target), and once a process holds Linux's ``vm.max_map_count`` of them (65,530 by default) the
+next compilation crashes inside XLA.
+
+:func:`owner_jit` watches the first argument of each call (the *owner*: a target, an
+accumulator) through a weak reference. When ``max_released`` owners that it compiled for
+have been garbage-collected, the next call clears the function's compilation cache, so what
+a process holds is bounded by the owners still alive (each recompiles once after a clear).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import weakref
+from collections.abc import Callable
+from typing import Any, Generic, ParamSpec, TypeVar
+
+import equinox as eqx
+import jax
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: owners released before a function's compilation cache is cleared
+MAX_RELEASED = 8
+
+
+class OwnerJit(Generic[P, R]):
+    """``eqx.filter_jit(fn)`` whose cache is cleared after ``max_released`` owners (first
+    arguments) it compiled for have been garbage-collected."""
+
+    def __init__(self, fn: Callable[P, R], max_released: int = MAX_RELEASED) -> None:
+        self._jitted = eqx.filter_jit(fn)
+        self._max_released = max_released
+        self._owners: dict[int, weakref.ref] = {}
+        self._released = 0
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        if self._released >= self._max_released:
+            self.clear_cache()
+        if args:
+            self._watch(args[0])
+        return self._jitted(*args, **kwargs)
+
+    def _watch(self, owner: Any) -> None:
+        key = id(owner)
+        ref = self._owners.get(key)
+        if ref is not None and ref() is owner:
+            return
+        if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(owner)):
+            return  # built inside an outer trace: compiled into that trace, not on its own
+        # an owner that takes no weak reference keeps its programs until the next clear
+        with contextlib.suppress(TypeError):
+            self._owners[key] = weakref.ref(owner, functools.partial(self._release, key))
+
+    def _release(self, key: int, ref: weakref.ref) -> None:
+        if self._owners.get(key) is ref:
+            del self._owners[key]
+            self._released += 1
+
+    def cache_size(self) -> int:
+        """How many compiled programs this function holds."""
+        cached = getattr(self._jitted, "_cached", None)
+        return cached._cache_size() if cached is not None else 0
+
+    def clear_cache(self) -> None:
+        """Drop every compiled program of this function (live owners recompile once)."""
+        cached = getattr(self._jitted, "_cached", None)  # the jax.jit under eqx.filter_jit
+        if cached is not None:
+            cached.clear_cache()
+        self._released = 0
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        return self if instance is None else functools.partial(self, instance)
+
+
+def owner_jit(fn: Callable[P, R]) -> OwnerJit[P, R]:
+    """Decorator: :class:`OwnerJit` with the default ``max_released``."""
+    return OwnerJit(fn)

@@ -44,6 +44,8 @@ def run_chain(
     """Run ``num_draws × thin`` steps from step ``start``; returns the final carry and the
     records (``None`` without ``observe``)."""
     start = jnp.asarray(start, jnp.int32)
+    # each trace of a transition traces the model's gradient: the loop below traces it once
+    # more (with ``skip``, the bare step once too), and nothing else traces a whole draw
     out_shape = jax.eval_shape(lambda c: transition(c, start)[1], carry)
     empty_out = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), out_shape)
 
@@ -68,7 +70,9 @@ def run_chain(
     if observe is None:
         carry = jax.lax.fori_loop(0, num_draws, lambda d, c: draw(c, d)[0], carry)
         return carry, None
-    record_shape = jax.eval_shape(lambda c: draw(c, jnp.zeros((), jnp.int32))[1], carry)
+    # a draw's carry keeps its shape (the loop requires it), so its record is observe's output
+    # on the carry and the transition's output
+    record_shape = jax.eval_shape(lambda c, o: observe(c, o, start), carry, out_shape)
     buffers = jax.tree.map(lambda s: jnp.zeros((buffer_size, *s.shape), s.dtype), record_shape)
 
     def fill(d: jax.Array, loop: Any) -> Any:

@@ -23,7 +23,6 @@ sampling loop therefore maps a convolutional model's chains sequentially on the 
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,6 +30,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.extend import core
+
+from bdl.utils.identity_map import WeakIdentityMap
 
 _CALLS = ("pjit", "jit", "closed_call", "core_call")
 
@@ -69,26 +70,19 @@ def convolves_on_cpu(target: Any) -> bool:
     return jax.default_backend() == "cpu" and target_convolves(target)
 
 
-#: answers of :func:`target_convolves`, by target identity; a weak reference, so the cache never
-#: keeps a target (and the compiled programs that hang on it) alive
-_BY_TARGET: dict[int, tuple[weakref.ref, bool]] = {}
+#: answers of :func:`target_convolves`; weak, so the cache never keeps a target (and the
+#: compiled programs that hang on it) alive
+_BY_TARGET: WeakIdentityMap[bool] = WeakIdentityMap()
 
 
 def target_convolves(target: Any) -> bool:
     """Whether a compiled target's network has convolutions (its energy traced once per
     target, at its initial position; nothing is computed)."""
-    hit = _BY_TARGET.get(id(target))
-    if hit is not None and hit[0]() is target:
-        return hit[1]
+    hit = _BY_TARGET.get(target)
+    if hit is not None:
+        return hit
     answer = has_convolution(target.energy, target.initial_position)
-    if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(target)):
-        # a target rebuilt inside a trace (its arrays tracers) is not kept: it lives one trace
-        key = id(target)
-        try:
-            ref = weakref.ref(target, lambda _, key=key: _BY_TARGET.pop(key, None))
-        except TypeError:  # an object that takes no weak reference is simply not remembered
-            return answer
-        _BY_TARGET[key] = (ref, answer)
+    _BY_TARGET.remember(target, answer)
     return answer
 
 

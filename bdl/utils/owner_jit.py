@@ -16,14 +16,13 @@ a process holds is bounded by the owners still alive (each recompiles once after
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import weakref
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
 import equinox as eqx
-import jax
+
+from bdl.utils.identity_map import WeakIdentityMap
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -39,32 +38,21 @@ class OwnerJit(Generic[P, R]):
     def __init__(self, fn: Callable[P, R], max_released: int = MAX_RELEASED) -> None:
         self._jitted = eqx.filter_jit(fn)
         self._max_released = max_released
-        self._owners: dict[int, weakref.ref] = {}
+        self._owners: WeakIdentityMap[None] = WeakIdentityMap(on_release=self._count_release)
         self._released = 0
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if self._released >= self._max_released:
             self.clear_cache()
-        if args:
-            self._watch(args[0])
+        if args and args[0] not in self._owners:
+            # an owner built inside an outer trace, or one that takes no weak reference, is not
+            # watched: its programs stay until the next clear
+            self._owners.remember(args[0], None)
         return self._jitted(*args, **kwargs)
 
-    def _watch(self, owner: Any) -> None:
-        key = id(owner)
-        ref = self._owners.get(key)
-        if ref is not None and ref() is owner:
-            return
-        if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(owner)):
-            return  # built inside an outer trace: compiled into that trace, not on its own
-        # an owner that takes no weak reference keeps its programs until the next clear
-        with contextlib.suppress(TypeError):
-            self._owners[key] = weakref.ref(owner, functools.partial(self._release, key))
-
-    def _release(self, key: int, ref: weakref.ref) -> None:
-        if self._owners.get(key) is ref:
-            del self._owners[key]
-            self._released += 1
+    def _count_release(self) -> None:
+        self._released += 1
 
     def cache_size(self) -> int:
         """How many compiled programs this function holds."""

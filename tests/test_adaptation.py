@@ -176,3 +176,39 @@ def test_adapted_psgld_stays_near_the_posterior_of_a_logistic_regression():
     )
     assert draws.shape[1] == 31
     assert np.all(draws.std(0) < 3.0), draws.std(0)
+
+
+def test_curvature_and_diagonal_mass_of_a_quadratic():
+    """On U = ½ θᵀHθ over a two-leaf θ: the power iteration finds |λ_max| of H (and of S·H·S
+    under a mass), and Hutchinson's estimator the diagonal of H, exactly for a diagonal H
+    (z ⊙ Hz = diag H when z is ±1)."""
+    h = jnp.diag(jnp.array([1.0, 4.0, 9.0, 0.5]))
+
+    def grad_fn(theta):
+        flat = jnp.concatenate([theta["a"], theta["b"]])
+        g = h @ flat
+        return {"a": g[:3], "b": g[3:]}
+
+    theta = {"a": jnp.zeros(3), "b": jnp.zeros(1)}
+    key = jax.random.key(0)
+    np.testing.assert_allclose(warmup.largest_curvature(grad_fn, theta, None, key), 9.0, rtol=1e-4)
+    mass = warmup.hessian_diagonal_mass(grad_fn, theta, key)
+    np.testing.assert_allclose(mass.power(1.0).times({"a": jnp.ones(3), "b": jnp.ones(1)})["a"],
+                               [1.0, 4.0, 9.0], rtol=1e-6)  # fmt: skip
+    # preconditioned by M = diag H the curvature is 1 in every direction
+    np.testing.assert_allclose(warmup.largest_curvature(grad_fn, theta, mass, key), 1.0, rtol=1e-4)
+
+
+def test_adaptation_points_share_one_compilation():
+    """Windows end with a new mass or not, and the last window estimates the gradient noise:
+    the flags are traced, so one compiled program serves every adaptation point of a run."""
+    from bdl.sampling import run as run_module
+
+    schedule = warmup.windows(1_000)
+    flags = set(run_module._adaptation_points(schedule).values())
+    assert len(flags) >= 3  # the points of this burn-in differ in their flags
+    target = load_spec("mlp_prior_data", depth=1, n_train=200).compile()
+    run_module._adapt.clear_cache()
+    bdl.sample(target, bdl.kernels.get("sghmc"), num_steps=1_200, burn_in=1_000, num_chains=2,
+               progress=False)  # fmt: skip
+    assert run_module._adapt.cache_size() == 1

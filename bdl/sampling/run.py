@@ -488,9 +488,9 @@ def _advance(
             new_mass, window_end, final = points[stop]
             k_adapt = jax.random.fold_in(key_adapt, stop)
             at, gather = _adaptation_layout(layout)
+            flags = (jnp.asarray(f) for f in (new_mass, window_end, final))
             chains = _adapt(
-                target, kernel, gather(chains), k_adapt, new_mass, window_end, final,
-                *_ints(stop), at,
+                target, kernel, gather(chains), k_adapt, *flags, *_ints(stop), at,
             )  # fmt: skip
             chains = layout.shard(chains)
             jax.block_until_ready(chains)
@@ -1067,14 +1067,17 @@ def _adapt(
     kernel: Kernel,
     chains: Chains,
     key: jax.Array,
-    new_mass: bool,
-    window_end: bool,
-    final: bool,
+    new_mass: jax.Array,
+    window_end: jax.Array,
+    final: jax.Array,
     t: jax.Array,
     layout: Layout,
 ) -> Chains:
     """(h, γ) from the curvature, after a new mass at the end of a slow window; the window's
-    statistics restart at every window end."""
+    statistics restart at every window end.
+
+    The three flags are traced booleans, so every adaptation point of a run shares one
+    compilation of the curvature estimate (as Python bools, each combination compiled its own)."""
     keys = layout.select(jax.random.split(key, layout.num_chains))
     return layout.per_chain(
         lambda shared, per_chain: _adapt_local(*shared[:2], *per_chain, *shared[2:]),
@@ -1088,9 +1091,9 @@ def _adapt_local(
     kernel: Kernel,
     chains: Chains,
     keys: jax.Array,
-    new_mass: bool,
-    window_end: bool,
-    final: bool,
+    new_mass: jax.Array,
+    window_end: jax.Array,
+    final: jax.Array,
     t: jax.Array,
 ) -> Chains:
     second = warmup.momentum_kernel(kernel)
@@ -1098,8 +1101,8 @@ def _adapt_local(
     def one(state: Any, params: Any, stats: Any, ckey: jax.Array) -> tuple[Any, Any, Any]:
         theta = state.z["theta"]
         mass = params.mass
-        if new_mass and mass is not None:
-            mass = warmup.window_mass(stats)
+        if mass is not None:
+            mass = jax.lax.cond(new_mass, warmup.window_mass, lambda _: mass, stats)
         k_batch, k_power = jax.random.split(ckey)
         grad_fn = _recipe_grad(target, kernel, k_batch)
         moving = mass if mass is not None else warmup.history_mass(kernel, state, grad_fn(theta))
@@ -1107,12 +1110,17 @@ def _adapt_local(
         backoff = jnp.minimum(1.0, 2.0 * params.backoff)
         temperature = target.temperature(t)
         floor = warmup.friction_floor(kernel, theta, temperature)
-        noise = _noise(target, kernel, theta, moving, jax.random.fold_in(ckey, 2)) if final else 0.0
+        k_noise = jax.random.fold_in(ckey, 2)
+        noise = jax.lax.cond(
+            final,
+            lambda: _noise(target, kernel, theta, moving, k_noise),
+            lambda: jnp.zeros((), curvature.dtype),
+        )
         params = warmup.params_at(curvature, mass, second, backoff, floor, noise, temperature)
         recipe = warmup.innermost(warmup.apply(kernel, params)).recipe
         state = state._replace(z=recipe.readapted(state.z))
-        if window_end:
-            stats = warmup.empty_stats(theta, warmup.dense(kernel, theta))
+        dense = warmup.dense(kernel, theta)
+        stats = jax.lax.cond(window_end, lambda: warmup.empty_stats(theta, dense), lambda: stats)
         return state, params, stats
 
     states, params, stats = jax.lax.map(

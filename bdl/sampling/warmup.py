@@ -56,6 +56,7 @@ from bdl.kernels.history import NoHistory
 from bdl.kernels.preconditioners import Identity, RMSprop
 from bdl.kernels.recipe_kernel import RecipeKernel
 from bdl.kernels.wrapper import Wrapper
+from bdl.utils.trees import tree_normal_like, tree_rademacher_like
 
 PyTree = Any
 
@@ -222,16 +223,9 @@ def hessian_diagonal_mass(
     estimator E[z ⊙ Hz] over :data:`HUTCHINSON_PROBES` Rademacher vectors z (floored at 10⁻⁶ of
     the largest entry): the posterior's scales, which can span orders of magnitude, reach the
     first window without a chain having to reveal them under an identity mass."""
-    leaves, treedef = jax.tree.flatten(theta)
 
     def probe(k: jax.Array) -> PyTree:
-        keys = jax.random.split(k, len(leaves))
-        z = treedef.unflatten(
-            [
-                jax.random.rademacher(kk, x.shape, x.dtype)
-                for kk, x in zip(keys, leaves, strict=True)
-            ]
-        )
+        z = tree_rademacher_like(k, theta)  # one draw for all leaves: one program to compile
         hz = jax.jvp(grad_fn, (theta,), (z,))[1]
         return jax.tree.map(jnp.multiply, z, hz)
 
@@ -313,18 +307,21 @@ def largest_curvature(
         norm = jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree.leaves(v)))
         return jax.tree.map(lambda x: x / jnp.maximum(norm, 1e-30), v)
 
-    leaves, treedef = jax.tree.flatten(theta)
-    keys = jax.random.split(key, len(leaves))
-    v0 = normalised(
-        treedef.unflatten(
-            [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves, strict=True)]
+    v0 = normalised(tree_normal_like(key, theta))
+
+    def iteration(_: Any, carry: tuple[PyTree, jax.Array]) -> tuple[PyTree, jax.Array]:
+        v, _ = carry
+        hv = hvp(v)
+        rayleigh = sum(
+            jnp.sum(a * b) for a, b in zip(jax.tree.leaves(v), jax.tree.leaves(hv), strict=True)
         )
-    )
-    v = jax.lax.fori_loop(0, POWER_ITERATIONS, lambda _, v: normalised(hvp(v)), v0)
-    hv = hvp(v)
-    return jnp.abs(
-        sum(jnp.sum(a * b) for a, b in zip(jax.tree.leaves(v), jax.tree.leaves(hv), strict=True))
-    )
+        return normalised(hv), rayleigh
+
+    # the Rayleigh quotient of the last iterate comes from the loop's own extra iteration, so
+    # the Hessian-vector product is traced (and compiled) once, not twice
+    rayleigh = jnp.zeros((), jax.tree.leaves(theta)[0].dtype)
+    _, rayleigh = jax.lax.fori_loop(0, POWER_ITERATIONS + 1, iteration, (v0, rayleigh))
+    return jnp.abs(rayleigh)
 
 
 def step_from_curvature(curvature: jax.Array, second_order: bool) -> jax.Array:

@@ -83,6 +83,14 @@ def tree_normal_like(key: jax.Array, tree: PyTree) -> PyTree:
     return unravel(jax.random.normal(key, flat.shape, flat.dtype))
 
 
+def tree_rademacher_like(key: jax.Array, tree: PyTree) -> PyTree:
+    """Rademacher (±1) noise shaped like ``tree`` from a single draw, as
+    :func:`tree_normal_like`: one random-bits program for the whole tree, where a draw per leaf
+    compiles one per leaf."""
+    flat, unravel = ravel_pytree(tree)
+    return unravel(jax.random.rademacher(key, flat.shape, flat.dtype))
+
+
 def tree_where(cond: jax.Array, a: PyTree, b: PyTree) -> PyTree:
     """Leafwise ``jnp.where(cond, a, b)`` with a scalar condition."""
     return jax.tree.map(lambda x, y: jnp.where(cond, x, y), a, b)

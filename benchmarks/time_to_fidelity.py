@@ -200,6 +200,13 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=128_000)
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--plot", type=Path, default=None, help="write the KL-vs-time figure")
+    parser.add_argument(
+        "--reference-dir",
+        type=Path,
+        default=None,
+        help="keep each NUTS reference (its BMA, wall and CPU seconds, trust gate) here and reuse "
+        "it on a later run instead of running NUTS again",
+    )
     args = parser.parse_args()
     print(environment(), flush=True)
     results = []
@@ -207,13 +214,29 @@ def main() -> None:
         for n in args.n:
             spec = load_spec("mlp_prior_data", depth=depth, n_train=n, batch_size=min(n, 100))
             target = spec.compile()
-            print(f"depth {depth}, n = {n:,}: NUTS ...", flush=True)
-            (nuts_s, nuts_cpu), ref_positions, gate = nuts_to_trusted(target)
+            saved = (
+                None
+                if args.reference_dir is None
+                else args.reference_dir / f"nuts_d{depth}_n{n}.npz"
+            )
+            if saved is not None and saved.exists():
+                with np.load(saved) as f:
+                    reference_bma = jnp.asarray(f["bma"])
+                    nuts_s, nuts_cpu = (float(v) for v in f["seconds"])
+                    gate = json.loads(str(f["gate"]))
+                print(f"depth {depth}, n = {n:,}: NUTS reference from {saved}", flush=True)
+            else:
+                print(f"depth {depth}, n = {n:,}: NUTS ...", flush=True)
+                (nuts_s, nuts_cpu), ref_positions, gate = nuts_to_trusted(target)
+                reference_bma = bma(target, ref_positions)
+                if saved is not None:
+                    saved.parent.mkdir(parents=True, exist_ok=True)
+                    np.savez(saved, bma=np.asarray(reference_bma), seconds=[nuts_s, nuts_cpu],
+                             gate=json.dumps(gate))  # fmt: skip
             print(
                 f"  NUTS {nuts_s:.1f} s ({nuts_cpu:.1f} s CPU), {gate}  ({load_average()})",
                 flush=True,
             )
-            reference_bma = bma(target, ref_positions)
             r = {
                 "depth": depth,
                 "n": n,

@@ -56,7 +56,7 @@ from bdl.kernels.history import NoHistory
 from bdl.kernels.preconditioners import Identity, RMSprop
 from bdl.kernels.recipe_kernel import RecipeKernel
 from bdl.kernels.wrapper import Wrapper
-from bdl.utils.trees import tree_normal_like, tree_rademacher_like
+from bdl.utils.trees import tree_dot, tree_normal_like, tree_rademacher_like
 
 PyTree = Any
 
@@ -312,10 +312,7 @@ def largest_curvature(
     def iteration(_: Any, carry: tuple[PyTree, jax.Array]) -> tuple[PyTree, jax.Array]:
         v, _ = carry
         hv = hvp(v)
-        rayleigh = sum(
-            jnp.sum(a * b) for a, b in zip(jax.tree.leaves(v), jax.tree.leaves(hv), strict=True)
-        )
-        return normalised(hv), rayleigh
+        return normalised(hv), tree_dot(v, hv)
 
     # the Rayleigh quotient of the last iterate comes from the loop's own extra iteration, so
     # the Hessian-vector product is traced (and compiled) once, not twice

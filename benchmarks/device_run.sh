@@ -8,7 +8,8 @@
 # (PYTHONPATH). Each part gets at most its own time cap and never more than what is left of
 # BUDGET_SECONDS (default 480), so a slow part cannot starve the rest; every log is written to
 # OUTDIR (default ./device_out) as the part runs. PARTS="smoke time_to_fidelity ..." runs only
-# the parts named.
+# the parts named. With WHEELS=DIR, the wheels there are installed first for any of the
+# benchmarks' pure dependencies (arviz and what it needs) that python3 cannot import.
 set -u
 out=${1:-device_out}
 budget=${2:-480}
@@ -17,6 +18,13 @@ mkdir -p "$out"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
 start=$(date +%s)
+if [[ -n ${WHEELS:-} ]]; then
+    for mod in pandas h5py h5netcdf xarray xarray_einstats arviz; do
+        $py -c "import $mod" 2>/dev/null && continue
+        wheel=$(ls "$WHEELS"/${mod}-*.whl 2>/dev/null | head -1)
+        [[ -n $wheel ]] && $py -m pip install -q --no-deps --no-index "$wheel"
+    done
+fi
 
 part() {  # part NAME CAP_SECONDS COMMAND...
     local name=$1 cap=$2
@@ -46,7 +54,8 @@ print(sys.version.split()[0], 'jax', jax.__version__, 'numpyro', numpyro.__versi
 
 part smoke 120 $py benchmarks/device_smoke.py
 [[ -n ${PARTS:-} && " $PARTS " != *" smoke "* ]] || grep -q "^   rc 0 " <(tail -1 "$out/summary.txt") || { echo "smoke run failed: stopping"; tail -30 "$out/smoke.log"; exit 1; }
-part step_overhead 110 $py benchmarks/step_overhead.py --repeats 3 --chains
+part step_overhead 150 $py benchmarks/step_overhead.py --repeats 3 --chains --unblocked
+part loop_identity 60 $py benchmarks/loop_identity.py
 part kernel_costs_cnn 130 $py benchmarks/kernel_costs.py --model cnn --repeats 3 --cost \
     --kernels "$kernels"
 part kernel_costs_mlp 110 $py benchmarks/kernel_costs.py --model mlp --repeats 3 --kernels "$kernels"
@@ -56,6 +65,9 @@ part time_to_fidelity 200 $py benchmarks/time_to_fidelity.py --depths 1 --n 1000
 part time_to_fidelity_n10000 240 $py benchmarks/time_to_fidelity.py --depths 1 --n 10000 \
     --kernels sghmc sgnht --max-steps 32000 --out "$out/time_to_fidelity_n10000.json" \
     --plot "$out/time_to_fidelity_n10000.png"
+part time_to_fidelity_depth2 ${TTF_DEPTH2_CAP:-600} $py benchmarks/time_to_fidelity.py --depths 2 \
+    --n 10000 --kernels sghmc sgnht --max-steps 64000 --reference-dir "$out/ttf_refs" \
+    --out "$out/time_to_fidelity_depth2.json" --plot "$out/time_to_fidelity_depth2.png"
 part scaling_resnet 90 $py benchmarks/scaling.py --skip chains,data --host-devices 0 \
     --resnet-steps 16 --repeats 3
 echo "total $(($(date +%s) - start)) s" | tee -a "$out/summary.txt"

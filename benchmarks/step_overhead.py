@@ -23,7 +23,7 @@ same shapes compile nothing, and with ``--chains`` the chain-steps/s of ``bdl.sa
 8 chains under ``vmap``. ``--hlo`` prints the loop bodies' HLO op counts.
 
 Run: ``python benchmarks/step_overhead.py [--steps 1000] [--repeats 5] [--batch-size 32]
-[--chains] [--hlo]``.
+[--chains] [--hlo] [--unblocked]``.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from _common import (
 )
 
 import bdl
+from bdl.sampling import run as sampling_run
 from bdl.utils.convolutions import canonical_convolutions
 
 TARGET_RATIO = 1.05
@@ -169,6 +170,16 @@ def first_sample_call(
     return wall, c1 - c0, s1 - s0
 
 
+def with_unblocked_loop(fn: Any) -> Any:
+    """``fn()`` with ``bdl.sample``'s loop run one step per iteration (``loop_block`` 1)."""
+    blocked = sampling_run.loop_block
+    sampling_run.loop_block = lambda: 1
+    try:
+        return jax.block_until_ready(fn())
+    finally:
+        sampling_run.loop_block = blocked
+
+
 def median_ratio(num: list[float], den: list[float]) -> float:
     return statistics.median(a / b for a, b in zip(num, den, strict=True))
 
@@ -190,6 +201,12 @@ def main(argv: list[str] | None = None) -> None:
         help="also sweep bdl.sample (sghmc) over 1, 2, 4, 8 chains: chain-steps/s",
     )
     ap.add_argument(
+        "--unblocked",
+        action="store_true",
+        help="on an accelerator, also time bdl.sample with its loop unblocked (one step per "
+        "iteration of a loop of traced length, as on the CPU): before/after of the blocked loop",
+    )
+    ap.add_argument(
         "--hlo",
         action="store_true",
         help="print the op counts of each scan's optimised HLO loop body",
@@ -199,6 +216,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--steps must be >= 2, --repeats >= 1 and --batch-size >= 1")
     S, R = args.steps, args.repeats
     counter = CompileCounter.install()
+    unblocked = args.unblocked and sampling_run.loop_block() > 1
 
     print(f"# step_overhead: {environment()}")
     compiled = digits_mlp(batch_size=args.batch_size)
@@ -232,6 +250,16 @@ def main(argv: list[str] | None = None) -> None:
         run = partial(bdl.sample, compiled, kernel, progress=False)
         fns[f"sample:{name}"] = lambda run=run: run(num_steps=S, thin=S).positions
         fns[f"sample1:{name}"] = lambda run=run: run(num_steps=1, thin=1).positions
+        if unblocked:
+            fns[f"unblocked:{name}"] = lambda run=run: with_unblocked_loop(
+                lambda: run(num_steps=S, thin=S).positions
+            )
+            fns[f"unblocked1:{name}"] = lambda run=run: with_unblocked_loop(
+                lambda: run(num_steps=1, thin=1).positions
+            )
+    for name in fns:  # bdl.sample's variants compiled before the timed rounds
+        if name.startswith("unblocked"):
+            jax.block_until_ready(fns[name]())
 
     c_before, _ = counter.snapshot()
     times, cpu = time_interleaved(fns, R)
@@ -276,8 +304,8 @@ def main(argv: list[str] | None = None) -> None:
                 comp=f"{name}+info",
             )
 
-    def per_step(t: dict[str, list[float]], name: str) -> list[float]:
-        full, one = t[f"sample:{name}"], t[f"sample1:{name}"]
+    def per_step(t: dict[str, list[float]], name: str, loop: str = "sample") -> list[float]:
+        full, one = t[f"{loop}:{name}"], t[f"{loop}1:{name}"]
         return [(a - b) * S / (S - 1) for a, b in zip(full, one, strict=True)]
 
     marginal = {name: per_step(times, name) for name in kernels}
@@ -286,6 +314,17 @@ def main(argv: list[str] | None = None) -> None:
             f"(d) bdl.sample {name}, whole call / S", times[f"sample:{name}"], cpu[f"sample:{name}"]
         )
         row("    minus the num_steps=1 call", marginal[name], per_step(cpu, name))
+        if unblocked:
+            row(
+                "    unblocked loop (block 1), call / S",
+                times[f"unblocked:{name}"],
+                cpu[f"unblocked:{name}"],
+            )
+            row(
+                "    unblocked, minus its num_steps=1 call",
+                per_step(times, name, "unblocked"),
+                per_step(cpu, name, "unblocked"),
+            )
     print()
     for name in kernels:
         ratio = median_ratio(times[name], both)
@@ -295,6 +334,13 @@ def main(argv: list[str] | None = None) -> None:
             f"{median_ratio(cpu[name], cpu_both):.3f} cpu (target ≤ {TARGET_RATIO}: {verdict}); "
             f"bdl.sample per step / (sgd + draw) = {median_ratio(marginal[name], both):.3f} "
             f"wall, {median_ratio(per_step(cpu, name), cpu_both):.3f} cpu"
+        )
+        sgd_only = median_ratio(marginal[name], sgd)
+        before = median_ratio(per_step(times, name, "unblocked"), sgd) if unblocked else 0.0
+        print(
+            f"verdict {name} (accelerator limit, the SGD step alone): bdl.sample per step / sgd "
+            f"= {sgd_only:.3f} wall, kernel.step / sgd = {median_ratio(times[name], sgd):.3f}"
+            + (f"; with the unblocked loop {before:.3f}" if unblocked else "")
         )
     for name, (wall, ncomp, xla_s) in first.items():
         verdict = "ok" if wall <= TARGET_COMPILE_S else "ABOVE TARGET"

@@ -140,3 +140,35 @@ def test_second_run_with_same_shapes_does_not_retrace(target):
         target, kernel, num_steps=70, burn_in=6, thin=8, num_chains=2, seed=3, progress=False
     )
     assert len(TRACES) == first
+
+
+@pytest.mark.parametrize("block", [1, 3, 4])
+@pytest.mark.parametrize("bounds", [(0, 0), (0, 1), (2, 5), (0, 12), (3, 17)])
+def test_loop_in_blocks_runs_every_iteration_in_order(block, bounds):
+    """``fori_in_blocks`` with traced bounds is ``lax.fori_loop``: every index once, in order."""
+    import jax
+
+    from bdl.sampling.chain import fori_in_blocks
+
+    def body(i, c):
+        return c * 3 + i + 1  # order-sensitive
+
+    lower, upper = bounds
+    run = jax.jit(lambda lo, hi: fori_in_blocks(lo, hi, body, jnp.int32(0), block=block))
+    want = jax.lax.fori_loop(lower, upper, body, jnp.int32(0))
+    assert int(run(jnp.int32(lower), jnp.int32(upper))) == int(want)
+
+
+@pytest.mark.parametrize(("thin", "adapted"), [(1, False), (3, False), (40, False), (3, True)])
+def test_blocked_loop_gives_the_unblocked_draws(target, monkeypatch, thin, adapted):
+    """The accelerator loop (blocks of static length, static ``thin``), run here on the CPU,
+    gives the draws of the CPU loop, burn-in and warm-up included."""
+    kernel = bdl.kernels.get("sghmc") if adapted else bdl.kernels.get("sghmc", step_size=1e-2)
+    burn_in = 200 if adapted else 13
+    args = dict(num_steps=burn_in + 9 * thin, burn_in=burn_in, thin=thin, num_chains=2, seed=3)
+    plain = bdl.sample(target, kernel, progress=False, **args)
+    monkeypatch.setattr(run_module, "loop_block", lambda: 4)
+    blocked = bdl.sample(target, kernel, progress=False, **args)
+    np.testing.assert_array_equal(plain.positions["net"]["w"], blocked.positions["net"]["w"])
+    np.testing.assert_array_equal(plain.info["energy"], blocked.info["energy"])
+    np.testing.assert_array_equal(plain.steps, blocked.steps)

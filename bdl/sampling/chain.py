@@ -15,11 +15,18 @@ With ``skip``, the ``thin − 1`` steps of a draw that are not recorded run ``sk
 carry`` instead: a transition that computes no diagnostics, so that only the recorded step pays
 for them (the loop then carries no per-step output). ``settle(before, after)`` then sees each
 draw's carry before and after its steps (e.g. to undo a draw that went wrong).
+
+With ``block`` > 1, every loop whose length is traced runs its steps ``block`` at a time, in an
+inner loop of static length (:func:`fori_in_blocks`). On a GPU, XLA runs a ``while`` loop of
+unknown trip count by copying its predicate to the host after every iteration, so the host
+waits for the device to finish each step before it can launch the next; a loop of static
+length needs no such round trip. On the CPU the loop runs in place and ``block`` is 1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import jax
@@ -40,9 +47,11 @@ def run_chain(
     buffer_size: int | None = None,
     skip: Callable[[Any, jax.Array], Any] | None = None,
     settle: Callable[[Any, Any], Any] | None = None,
+    block: int = 1,
 ) -> tuple[Carry, Any]:
     """Run ``num_draws × thin`` steps from step ``start``; returns the final carry and the
     records (``None`` without ``observe``)."""
+    loop = partial(fori_in_blocks, block=block)
     start = jnp.asarray(start, jnp.int32)
     # each trace of a transition traces the model's gradient: the loop below traces it once
     # more (with ``skip``, the bare step once too), and nothing else traces a whole draw
@@ -57,9 +66,9 @@ def run_chain(
             def body(i: jax.Array, c: Any) -> Any:
                 return transition(c[0], first + i)
 
-            after, out = jax.lax.fori_loop(0, thin, body, (carry, empty_out))
+            after, out = loop(0, thin, body, (carry, empty_out))
         else:
-            after = jax.lax.fori_loop(0, thin - 1, lambda i, c: skip(c, first + i), carry)
+            after = loop(0, thin - 1, lambda i, c: skip(c, first + i), carry)
             after, out = transition(after, last)
         if settle is not None:
             after = settle(carry, after)
@@ -67,8 +76,12 @@ def run_chain(
 
     if buffer_size is None:
         return jax.lax.scan(draw, carry, jnp.arange(num_draws))
+    # with a static ``thin``, short draws are grouped too: about ``block`` steps per group
+    draws_loop = partial(
+        fori_in_blocks, block=max(1, block // thin) if isinstance(thin, int) else 1
+    )
     if observe is None:
-        carry = jax.lax.fori_loop(0, num_draws, lambda d, c: draw(c, d)[0], carry)
+        carry = draws_loop(0, num_draws, lambda d, c: draw(c, d)[0], carry)
         return carry, None
     # a draw's carry keeps its shape (the loop requires it), so its record is observe's output
     # on the carry and the transition's output
@@ -80,4 +93,25 @@ def run_chain(
         carry, record = draw(carry, d)
         return carry, jax.tree.map(lambda b, v: b.at[d].set(v), buffers, record)
 
-    return jax.lax.fori_loop(0, num_draws, fill, (carry, buffers))
+    return draws_loop(0, num_draws, fill, (carry, buffers))
+
+
+def fori_in_blocks(
+    lower: Any, upper: Any, body: Callable[[Any, Any], Any], carry: Carry, block: int = 1
+) -> Carry:
+    """``lax.fori_loop(lower, upper, body, carry)`` with its iterations run ``block`` at a time
+    in an inner loop of static length, then the remainder one at a time. The outer loop's trip
+    count is traced, the inner one's is not (module docstring: why that matters on a GPU). The
+    body is traced twice (block and remainder); with ``block`` ≤ 1 or static bounds this is
+    ``lax.fori_loop`` itself."""
+    if block <= 1 or (isinstance(lower, int) and isinstance(upper, int)):
+        return jax.lax.fori_loop(lower, upper, body, carry)
+    lower = jnp.asarray(lower, jnp.int32)
+    full = (upper - lower) // block
+
+    def one_block(j: jax.Array, c: Any) -> Any:
+        base = lower + j * block
+        return jax.lax.fori_loop(0, block, lambda i, c: body(base + i, c), c)
+
+    carry = jax.lax.fori_loop(0, full, one_block, carry)
+    return jax.lax.fori_loop(lower + full * block, upper, body, carry)

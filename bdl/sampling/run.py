@@ -500,7 +500,7 @@ def _advance(
         draws, steps = min(budget // thin, chunk, (end - t) // thin), thin
     else:
         draws, steps = 1, min(budget, to_boundary)
-    lengths = _ints(t, draws, steps)
+    lengths = (*_ints(t, draws), _steps_per_draw(steps, thin))
     chains, out = _run_chunk(
         target, kernel, loop.chains, chain_keys, *lengths, chunk, False, False, layout
     )
@@ -757,11 +757,32 @@ def _run_chunk(
     layout: Layout | None = None,
 ) -> tuple[Chains, Any]:
     """:func:`_compiled_chunk`, told whether the target's network convolves (decided on the
-    concrete target, once per target, outside the trace)."""
+    concrete target, once per target, outside the trace) and how many steps its loops run per
+    block (:func:`loop_block`)."""
     return _compiled_chunk(
         target, kernel, chains, chain_keys, t0, num_draws, steps_per_draw, buffer_size,
-        adapting, checked, layout, convolves_on_cpu(target),
+        adapting, checked, layout, convolves_on_cpu(target), loop_block(),
     )  # fmt: skip
+
+
+#: steps per block of the sampling loop on an accelerator (:func:`loop_block`)
+ACCELERATOR_BLOCK = 32
+
+
+def loop_block() -> int:
+    """Steps per block of the sampling loop: 1 on the CPU, where a loop of traced length runs
+    in place, and :data:`ACCELERATOR_BLOCK` elsewhere, where each iteration of such a loop
+    waits for the host (:mod:`bdl.sampling.chain`)."""
+    return 1 if jax.default_backend() == "cpu" else ACCELERATOR_BLOCK
+
+
+def _steps_per_draw(steps: int, thin: int) -> jax.Array | int:
+    """A chunk's steps per draw: traced, so that every chunk length shares one compilation;
+    on an accelerator a chunk of whole draws gets ``thin`` as a static int instead, so that
+    each draw's steps run in a loop of static length (one more compilation per run)."""
+    if steps == thin and loop_block() > 1:
+        return thin
+    return jnp.asarray(steps, jnp.int32)
 
 
 @owner_jit
@@ -778,6 +799,7 @@ def _compiled_chunk(
     checked: bool,
     layout: Layout | None,
     convolutions: bool,
+    block: int = 1,
 ) -> tuple[Chains, Any]:
     """Run ``num_draws × steps_per_draw`` steps from step ``t0``, recording each draw's state.
 
@@ -785,7 +807,9 @@ def _compiled_chunk(
     minibatch); the draws are gathered along the chain axis.
 
     ``t0``, ``num_draws`` and ``steps_per_draw`` are traced, so burn-in and sampling chunks of
-    any length share one compilation; ``buffer_size`` fixes the output shape.
+    any length share one compilation; ``buffer_size`` fixes the output shape. With ``block`` > 1
+    (an accelerator) the loops run ``block`` steps at a time in loops of static length, and
+    ``steps_per_draw`` may be a static int (:func:`_steps_per_draw`).
 
     Sampling pays for diagnostics only where they are recorded: the steps inside a draw run the
     bare kernel step, and the draw's last step computes the step ``Info`` and checks that the
@@ -805,12 +829,12 @@ def _compiled_chunk(
     if layout is None or layout.mesh is None:
         return _run_chunk_local(
             target, kernel, chains, chain_keys, t0, num_draws, steps_per_draw, buffer_size,
-            adapting, checked, convolutions,
+            adapting, checked, convolutions, block,
         )  # fmt: skip
 
     def local(shared: tuple, per_chain: tuple) -> tuple[Chains, Any]:
         args = (*shared[:2], *per_chain, *shared[2:])
-        return _run_chunk_local(*args, buffer_size, adapting, checked, convolutions)
+        return _run_chunk_local(*args, buffer_size, adapting, checked, convolutions, block)
 
     by_chain, by_draw = P(CHAIN), P(None, CHAIN)  # buffers are (draw, chain, ...)
     return layout.per_chain(
@@ -833,6 +857,7 @@ def _run_chunk_local(
     adapting: bool,
     checked: bool,
     convolutions: bool = False,
+    block: int = 1,
 ) -> tuple[Chains, Any]:
     """:func:`_run_chunk` on one device's chains."""
 
@@ -917,7 +942,9 @@ def _run_chunk_local(
     start = jax.tree.map(lambda x: x[0], chains) if single else chains
     lengths = (t0, num_draws, steps_per_draw)
     if checked:
-        end, out = run_chain(per_step(checked_step), start, *lengths, record, buffer_size)
+        end, out = run_chain(
+            per_step(checked_step), start, *lengths, record, buffer_size, block=block
+        )
     else:
         end, out = run_chain(
             per_step(recorded_step),
@@ -927,6 +954,7 @@ def _run_chunk_local(
             buffer_size,
             skip=per_step(skip_step),
             settle=per_draw(settle),
+            block=block,
         )
     return (jax.tree.map(lambda x: x[None], end) if single else end), out
 

@@ -19,7 +19,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
 start=$(date +%s)
 if [[ -n ${WHEELS:-} ]]; then
-    for mod in pandas h5py h5netcdf xarray xarray_einstats arviz; do
+    for mod in platformdirs pandas h5py h5netcdf xarray xarray_einstats arviz; do
         $py -c "import $mod" 2>/dev/null && continue
         wheel=$(ls "$WHEELS"/${mod}-*.whl 2>/dev/null | head -1)
         [[ -n $wheel ]] && $py -m pip install -q --no-deps --no-index "$wheel"

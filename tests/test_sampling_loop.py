@@ -172,3 +172,21 @@ def test_blocked_loop_gives_the_unblocked_draws(target, monkeypatch, thin, adapt
     np.testing.assert_array_equal(plain.positions["net"]["w"], blocked.positions["net"]["w"])
     np.testing.assert_array_equal(plain.info["energy"], blocked.info["energy"])
     np.testing.assert_array_equal(plain.steps, blocked.steps)
+
+
+def test_chunk_sizes_carry_over_from_short_calls(monkeypatch):
+    """Calls too short to be timed (a fast accelerator) still let the next run start at the
+    size they reached; a slow first call (it compiles) then shrinks it, a short one cannot."""
+    sizer = run_module._ChunkSizer
+    monkeypatch.setattr(sizer, "_reached", {})
+    first = sizer(("run",))
+    assert first.budget() == sizer.FIRST
+    for steps in (16, 64, 256):  # 40 µs per step: every call far below 0.125 s
+        first.record(steps, 40e-6 * steps)
+    assert first.budget() == 1024  # fourfold growth per call
+    second = sizer(("run",))
+    assert second.budget() == 1024
+    second.record(1, 0.01)  # a 1-step call: 10 ms of fixed cost
+    assert sizer(("run",)).budget() == 1024
+    second.record(1024, 2.0)  # a timed call: 0.5 s is 256 such steps
+    assert sizer(("run",)).budget() == 256

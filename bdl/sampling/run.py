@@ -547,7 +547,10 @@ class _ChunkSizer:
     before (it compiles) is short; the size then follows the measured time per step, growing
     at most fourfold per call. A later run of the same target, kernel and chain count starts
     at the size its predecessor reached (the sizes only split the loop; they never change the
-    draws)."""
+    draws): a call long enough to be timed sets that size, and a shorter call can only raise
+    it, since its fixed costs make its per-step time an overestimate. Without the second
+    rule, runs whose calls are all short (a fast accelerator) would each start again at
+    ``FIRST`` steps and pay the fixed cost of a call several times."""
 
     TARGET_SECONDS = 0.5
     FIRST = 16
@@ -564,7 +567,10 @@ class _ChunkSizer:
         per_step = max(seconds, 1e-9) / max(steps, 1)
         want = int(self.TARGET_SECONDS / per_step)
         self.steps = max(1, min(want, 4 * max(steps, self.steps)))
-        if self.run and seconds >= self.TARGET_SECONDS / 4:  # short calls: mostly fixed costs
+        if not self.run:
+            return
+        # a short call is mostly fixed costs: its size may only raise the one remembered
+        if seconds >= self.TARGET_SECONDS / 4 or self.steps > self._reached.get(self.run, 0):
             self._reached[self.run] = self.steps
 
 

@@ -57,6 +57,14 @@ def devices(out: Path) -> None:
     runs = {"one": dict(devices=1), "four": {}, "data": dict(mesh=bdl.make_mesh(chains=2, data=2))}
     for name, options in runs.items():
         bdl.sample(compiled, kernel, **RUN, **options).save(out / f"{name}.npz")
+    # the accelerator loop (blocks of static length, static thin) through the device layout
+    import bdl.sampling.run as run_module
+
+    blocked, run_module.loop_block = run_module.loop_block, lambda: 4
+    try:
+        bdl.sample(compiled, kernel, **RUN).save(out / "four_blocked.npz")
+    finally:
+        run_module.loop_block = blocked
     errors = {}
     for name, options in {
         "chains": dict(num_chains=3, devices=4),

@@ -76,6 +76,14 @@ def test_chains_over_devices_are_bitwise_one_device(runs):
     assert_bitwise(one, four)
 
 
+def test_the_blocked_loop_over_devices_gives_the_same_draws(runs):
+    """The accelerator loop (steps in blocks of static length, ``thin`` static), run on 4 CPU
+    devices, passes its static lengths through the device layout and gives the same draws."""
+    four, blocked = _load(runs, "four"), _load(runs, "four_blocked")
+    assert blocked.meta["layout"]["chain_devices"] == 4
+    assert_bitwise(four, blocked)
+
+
 @pytest.mark.slow
 def test_two_chains_per_device_are_bitwise_one_device(runs, more_runs):
     two = _load(more_runs, "two")

@@ -28,6 +28,7 @@ from bdl.dsl.hierarchical import HierarchicalLeaf, HyperGroup
 from bdl.dsl.model import Model
 from bdl.dsl.network import NetworkAdapter
 from bdl.dsl.priors import LeafInfo, LeafPrior
+from bdl.utils.owner_jit import owner_jit
 from bdl.utils.trees import path_to_str
 
 PyTree = Any
@@ -197,7 +198,7 @@ class CompiledModel(Target):
     def stochastic_energy_and_grad(
         self, position: PyTree, batch: tuple[jax.Array, jax.Array]
     ) -> tuple[jax.Array, PyTree]:
-        return jax.value_and_grad(self.stochastic_energy)(position, batch)
+        return _stochastic_energy_and_grad(self, position, batch)
 
     # ---------------------------------------------------------------- minibatches
     def init_batches(self, key: jax.Array) -> BatchState:
@@ -448,3 +449,15 @@ def _perturbed(position: PyTree, key: jax.Array) -> PyTree:
 
 def _broadcast(position: PyTree, num_chains: int) -> PyTree:
     return jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains, *jnp.shape(a))), position)
+
+
+@owner_jit
+def _stochastic_energy_and_grad(
+    model: CompiledModel, position: PyTree, batch: tuple[jax.Array, ...]
+) -> tuple[jax.Array, PyTree]:
+    """(Ũ, ∇Ũ) as a nested ``jit``: a sampling loop traces its step several times (the bare
+    step, the recorded step, their shapes), and each trace of the step meets this call with the
+    same model and shapes, so the network's gradient is traced once and its jaxpr reused. Inside
+    a compiled program XLA inlines the call. :func:`owner_jit`: what it keeps is let go with the
+    models it was traced for."""
+    return jax.value_and_grad(model.stochastic_energy)(position, batch)

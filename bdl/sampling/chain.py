@@ -53,8 +53,9 @@ def run_chain(
     records (``None`` without ``observe``)."""
     loop = partial(fori_in_blocks, block=block)
     start = jnp.asarray(start, jnp.int32)
-    # each trace of a transition traces the model's gradient: the loop below traces it once
-    # more (with ``skip``, the bare step once too), and nothing else traces a whole draw
+    # the transition is traced here for its output's shape, once more in the loop below (with
+    # ``skip``, the bare step once too; with ``block`` > 1, twice each: block and remainder);
+    # nothing else traces a whole draw. A model's gradient is a nested jit, traced once.
     out_shape = jax.eval_shape(lambda c: transition(c, start)[1], carry)
     empty_out = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), out_shape)
 

@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import jax
 
@@ -66,25 +67,20 @@ def main(argv: list[str] | None = None) -> None:
         loop_calls["n"] += 1
         return real_run_chunk(*a, **kw)
 
-    sampling_run._run_chunk = counting
     rules = {"current rule": Sizer.record, "earlier rule": earlier_record}
     times: dict[str, list[float]] = {name: [] for name in rules}
     calls: dict[str, int] = {}
-    try:
+    with patch.object(sampling_run, "_run_chunk", counting):
         call()  # compiles
         for _ in range(args.repeats):
             for name, rule in rules.items():
-                Sizer.record = rule
-                Sizer._reached.clear()
-                call()  # the run's first call starts at Sizer.FIRST steps
-                loop_calls["n"] = 0
-                start = time.perf_counter()
-                call()
-                times[name].append(time.perf_counter() - start)
-                calls[name] = loop_calls["n"]
-    finally:
-        Sizer.record = rules["current rule"]
-        sampling_run._run_chunk = real_run_chunk
+                with patch.object(Sizer, "record", rule), patch.object(Sizer, "_reached", {}):
+                    call()  # the run's first call starts at Sizer.FIRST steps
+                    loop_calls["n"] = 0
+                    start = time.perf_counter()
+                    call()
+                    times[name].append(time.perf_counter() - start)
+                    calls[name] = loop_calls["n"]
     print(f"# {load_average()}")
     print(f"second call of {args.steps} steps, median of {args.repeats} interleaved rounds:")
     for name, ts in times.items():

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import jax
 import numpy as np
@@ -52,22 +52,6 @@ def run(compiled: Any, steps: int, burn_in: int, thin: int, chains: int) -> tupl
     return theta, np.asarray(s.info["energy"])
 
 
-def patched(obj: Any, **attrs: Any) -> Callable[[Callable[[], Any]], Any]:
-    """Call ``fn()`` with ``obj``'s attributes replaced, then restored."""
-
-    def call(fn: Callable[[], Any]) -> Any:
-        saved = {k: getattr(obj, k) for k in attrs}
-        for k, v in attrs.items():
-            setattr(obj, k, v)
-        try:
-            return fn()
-        finally:
-            for k, v in saved.items():
-                setattr(obj, k, v)
-
-    return call
-
-
 def main() -> None:
     print(f"# loop_identity: {environment()}")
     print(f"# loop block on this backend: {sampling_run.loop_block()}")
@@ -76,18 +60,16 @@ def main() -> None:
     sizer = sampling_run._ChunkSizer
     for settings in RUNS:
         base = run(compiled, *settings)
-        variants = {
-            "calls of 3 steps": lambda s=settings: patched(
-                sizer, FIRST=3, _reached={}, record=lambda self, steps, seconds: None
-            )(lambda: run(compiled, *s)),
-            "unblocked loop": lambda s=settings: patched(sampling_run, loop_block=lambda: 1)(
-                lambda: run(compiled, *s)
-            ),
-        }
+        short_calls = patch.multiple(
+            sizer, FIRST=3, _reached={}, record=lambda self, steps, seconds: None
+        )
+        unblocked = patch.object(sampling_run, "loop_block", lambda: 1)
+        variants = {"calls of 3 steps": short_calls, "unblocked loop": unblocked}
         steps, burn_in, thin, chains = settings
         print(f"{steps} steps (burn-in {burn_in}, thin {thin}, {chains} chains):")
-        for name, fn in variants.items():
-            theta, energy = fn()
+        for name, patcher in variants.items():
+            with patcher:
+                theta, energy = run(compiled, *settings)
             same = np.array_equal(theta, base[0]) and np.array_equal(energy, base[1])
             diff = max(np.max(np.abs(theta - base[0])), np.max(np.abs(energy - base[1])))
             print(f"  {name:<18} bitwise identical: {same}   largest |difference|: {diff:.3g}")

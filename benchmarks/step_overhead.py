@@ -35,6 +35,7 @@ import time
 from functools import partial
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import jax
 import jax.numpy as jnp
@@ -172,12 +173,8 @@ def first_sample_call(
 
 def with_unblocked_loop(fn: Any) -> Any:
     """``fn()`` with ``bdl.sample``'s loop run one step per iteration (``loop_block`` 1)."""
-    blocked = sampling_run.loop_block
-    sampling_run.loop_block = lambda: 1
-    try:
+    with patch.object(sampling_run, "loop_block", lambda: 1):
         return jax.block_until_ready(fn())
-    finally:
-        sampling_run.loop_block = blocked
 
 
 def median_ratio(num: list[float], den: list[float]) -> float:

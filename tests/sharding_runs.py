@@ -16,6 +16,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from unittest.mock import patch
 
 MODE = sys.argv[1]
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=" + (
@@ -58,13 +59,8 @@ def devices(out: Path) -> None:
     for name, options in runs.items():
         bdl.sample(compiled, kernel, **RUN, **options).save(out / f"{name}.npz")
     # the accelerator loop (blocks of static length, static thin) through the device layout
-    import bdl.sampling.run as run_module
-
-    blocked, run_module.loop_block = run_module.loop_block, lambda: 4
-    try:
+    with patch("bdl.sampling.run.loop_block", lambda: 4):
         bdl.sample(compiled, kernel, **RUN).save(out / "four_blocked.npz")
-    finally:
-        run_module.loop_block = blocked
     errors = {}
     for name, options in {
         "chains": dict(num_chains=3, devices=4),

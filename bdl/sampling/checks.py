@@ -12,7 +12,11 @@ from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.kernels.recipe_kernel import RecipeKernel
 from bdl.utils import arguments
+from bdl.utils.identity_map import PairMemo
 from bdl.utils.owner_jit import owner_jit
+
+#: the (kernel, target) pairs whose start was traced
+_STARTS_CHECKED: PairMemo[None] = PairMemo()
 
 
 def _positive_int(name: str, value: Any, minimum: int) -> int:
@@ -61,9 +65,14 @@ def check_start(target: Any, kernel: Any, options: dict[str, Any]) -> dict[str, 
             chains = 1
         if chains is None or arguments.is_integer(chains):  # else check_run names it
             target.check_init(options.get("init", "auto"), None if chains is None else int(chains))
+
         # the kernel's state at the target's position, traced abstractly (nothing is compiled):
-        # a kernel setting of another shape than the positions fails here, naming the setting
-        jax.eval_shape(lambda: kernel.init(target.initial_position, jax.random.key(0)))
+        # a kernel setting of another shape than the positions fails here, naming the setting.
+        # Once per kernel and target: a repeated call skips the trace.
+        def trace_start() -> None:
+            jax.eval_shape(lambda: kernel.init(target.initial_position, jax.random.key(0)))
+
+        _STARTS_CHECKED.get_or_compute(kernel, target, trace_start)
     return options
 
 

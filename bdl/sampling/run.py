@@ -46,6 +46,7 @@ from bdl.sampling.samples import Samples
 from bdl.sampling.stream import StreamWriter
 from bdl.sampling.stream import check_directory as check_stream
 from bdl.utils.convolutions import canonical_convolutions, convolves_on_cpu
+from bdl.utils.identity_map import PairMemo
 from bdl.utils.owner_jit import owner_jit
 from bdl.utils.rng import initialisation_draws
 
@@ -173,7 +174,7 @@ def sample(
         raise TypeError(f"checkpoint_every must be seconds (a float); got {checkpoint_every!r}.")
     if not checkpoint_every >= 0:
         raise ValueError(f"checkpoint_every must be >= 0 seconds; got {checkpoint_every}.")
-    kernel = kernel.bind(target)
+    user_kernel, kernel = kernel, kernel.bind(target)
     adapting = warmup.needs_adaptation(kernel)
     check_schedules(target, kernel, num_steps, adapting)
     schedule = warmup.windows(burn_in) if adapting else []
@@ -190,11 +191,13 @@ def sample(
     )
     if layout.mesh is not None or layout.processes > 1:
         meta["layout"] = layout.describe()
-    header = {
-        **meta,
-        "kernel_fingerprint": checkpoint_io.fingerprint(kernel),
-        "streaming": streaming.record(),
-    }
+    header = None  # what a checkpoint records; the kernel's digest costs a pretty-print
+    if directory is not None:
+        header = {
+            **meta,
+            "kernel_fingerprint": checkpoint_io.fingerprint(kernel),
+            "streaming": streaming.record(),
+        }
     if saved is not None:
         _check_same_run(saved.header, header, directory, layout)
 
@@ -211,16 +214,7 @@ def sample(
     elif adapting:
         chains = jax.eval_shape(lambda: _start_adaptation(target, kernel, chains, k_start, layout))
 
-    draw_bytes = (
-        4
-        * layout.local_chains
-        * sum(
-            int(np.size(x))
-            for x in jax.tree.leaves(
-                jax.eval_shape(jax.vmap(warmup.apply(kernel, ()).collect), chains.states)
-            )
-        )
-    )
+    draw_bytes = 4 * layout.local_chains * _draw_size(user_kernel, target, kernel, chains.states)
     # the buffer length is static: a power of two, so runs of similar length share a compilation
     cap = max(1, min(_MAX_CHUNK_DRAWS, _CHUNK_BYTES // max(draw_bytes, 1)))
     chunk = int(min(cap, 1 << (num_draws - 1).bit_length()))
@@ -736,6 +730,21 @@ def _setup(target: Target, kernel: Kernel, key: jax.Array, num_chains: int, init
     streams = jax.vmap(target.init_batches)(jax.random.split(k_batch, num_chains))
     status = Status(jnp.zeros((num_chains,), bool), jnp.full((num_chains,), -1, jnp.int32))
     return positions, Chains(states, streams, status), jax.random.split(k_run, num_chains)
+
+
+#: per (kernel, target): the floats one chain's recorded draw holds, by the states' shapes
+_DRAW_SIZES: PairMemo[dict] = PairMemo()
+
+
+def _draw_size(user_kernel: Kernel, target: Target, kernel: Kernel, states: Any) -> int:
+    """How many numbers the draws of ``states`` (all chains) hold; traced once per kernel,
+    target and state shapes."""
+    shapes = jax.tree.structure(states), tuple((x.shape, x.dtype) for x in jax.tree.leaves(states))
+    sizes = _DRAW_SIZES.get_or_compute(user_kernel, target, dict)
+    if shapes not in sizes:
+        collected = jax.eval_shape(jax.vmap(warmup.apply(kernel, ()).collect), states)
+        sizes[shapes] = sum(int(np.size(x)) for x in jax.tree.leaves(collected))
+    return sizes[shapes]
 
 
 def _ints(*values: int) -> tuple[jax.Array, ...]:

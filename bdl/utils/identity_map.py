@@ -51,3 +51,23 @@ class WeakIdentityMap(Generic[V]):
             del self._entries[key]
             if self._on_release is not None:
                 self._on_release()
+
+
+class PairMemo(Generic[V]):
+    """``(a, b) → value`` remembered by the identity of both objects, forgotten when either is
+    garbage-collected. For results that are pure functions of two immutable objects (a target
+    and a kernel) and cost a trace to compute; a value must not refer to ``a`` or ``b``."""
+
+    def __init__(self) -> None:
+        self._outer: WeakIdentityMap[WeakIdentityMap[V]] = WeakIdentityMap()
+
+    def get_or_compute(self, a: Any, b: Any, compute: Callable[[], V]) -> V:
+        inner = self._outer.get(a)
+        if inner is not None and b in inner:
+            return inner.get(b)  # type: ignore[return-value]
+        value = compute()
+        if inner is None:
+            inner = WeakIdentityMap()
+            self._outer.remember(a, inner)
+        inner.remember(b, value)
+        return value

@@ -68,6 +68,9 @@ part time_to_fidelity_n10000 240 $py benchmarks/time_to_fidelity.py --depths 1 -
 part time_to_fidelity_depth2 ${TTF_DEPTH2_CAP:-600} $py benchmarks/time_to_fidelity.py --depths 2 \
     --n 10000 --kernels sghmc sgnht --max-steps 64000 --reference-dir "$out/ttf_refs" \
     --out "$out/time_to_fidelity_depth2.json" --plot "$out/time_to_fidelity_depth2.png"
+part time_to_fidelity_depth3 ${TTF_DEPTH3_CAP:-600} $py benchmarks/time_to_fidelity.py --depths 3 \
+    --n 10000 --kernels sghmc sgnht --max-steps 64000 --reference-dir "$out/ttf_refs" \
+    --out "$out/time_to_fidelity_depth3.json" --plot "$out/time_to_fidelity_depth3.png"
 part scaling_resnet 90 $py benchmarks/scaling.py --skip chains,data --host-devices 0 \
     --resnet-steps 16 --repeats 3
 echo "total $(($(date +%s) - start)) s" | tee -a "$out/summary.txt"

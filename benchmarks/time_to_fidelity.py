@@ -108,6 +108,8 @@ def run_budget(target: Any, kernel: Any, steps: int, chains: int) -> tuple[np.nd
         progress=False,
     )
     jax.block_until_ready(s.positions)
+    if s.interrupted:  # a partial run is no data point: stop the benchmark here
+        raise KeyboardInterrupt(f"the {steps}-step run was interrupted after {s.steps_done} steps")
     return clock() - start, s
 
 
@@ -118,11 +120,21 @@ def kernel_curve(
     budgets, seconds, cpu, kls, healthy = [], [], [], [], []
     compile_s = None
     steps = FIRST_BUDGET
+    interrupted = False
     while steps <= max_steps:
-        first, s = run_budget(target, kernel, steps, chains)
-        second, s = run_budget(target, kernel, steps, chains)
+        try:
+            first, s = run_budget(target, kernel, steps, chains)
+            second, s = run_budget(target, kernel, steps, chains)
+        except KeyboardInterrupt as stop:
+            print(f"    {name:6s} stopped: {stop}", flush=True)
+            interrupted = True
+            break
         if compile_s is None:
             compile_s = np.maximum(first - second, 0.0)
+            print(
+                f"    {name:6s} compilation {compile_s[0]:.2f} s ({compile_s[1]:.2f} s CPU)",
+                flush=True,
+            )
         wall, cpu_s = np.minimum(first, second)
         ok = ~np.asarray(s.diverged).reshape(-1)
         kl = float("inf")
@@ -142,6 +154,8 @@ def kernel_curve(
         if kl <= min(LEVELS):
             break
         steps *= 2
+    if compile_s is None:
+        compile_s = np.full(2, np.nan)
     reached = {}
     for level in LEVELS:
         hit = next((i for i, kl in enumerate(kls) if kl <= level), None)
@@ -165,6 +179,7 @@ def kernel_curve(
         "compile": float(compile_s[0]),
         "cpu_compile": float(compile_s[1]),
         "reached": reached,
+        "interrupted": interrupted,
     }
 
 
@@ -223,74 +238,76 @@ def main() -> None:
         parser.error("--nuts-at-least needs --reference-dir (the reference BMA)")
     print(environment(), flush=True)
     results = []
-    for depth in args.depths:
-        for n in args.n:
-            spec = load_spec("mlp_prior_data", depth=depth, n_train=n, batch_size=min(n, 100))
-            target = spec.compile()
-            saved = (
-                None
-                if args.reference_dir is None
-                else args.reference_dir / f"nuts_d{depth}_n{n}.npz"
-            )
-            if saved is not None and saved.exists():
-                with np.load(saved) as f:
-                    reference_bma = jnp.asarray(f["bma"])
-                    nuts_s, nuts_cpu = (float(v) for v in f["seconds"])
-                    gate = json.loads(str(f["gate"]))
-                print(f"depth {depth}, n = {n:,}: NUTS reference from {saved}", flush=True)
-            else:
-                print(f"depth {depth}, n = {n:,}: NUTS ...", flush=True)
-                (nuts_s, nuts_cpu), ref_positions, gate = nuts_to_trusted(target)
-                reference_bma = bma(target, ref_positions)
-                if saved is not None:
-                    saved.parent.mkdir(parents=True, exist_ok=True)
-                    np.savez(saved, bma=np.asarray(reference_bma), seconds=[nuts_s, nuts_cpu],
-                             gate=json.dumps(gate))  # fmt: skip
+    cases = [(depth, n) for depth in args.depths for n in args.n]
+    for depth, n in cases:
+        if results and any(c["interrupted"] for c in results[-1]["kernels"].values()):
+            break
+        spec = load_spec("mlp_prior_data", depth=depth, n_train=n, batch_size=min(n, 100))
+        target = spec.compile()
+        saved = (
+            None if args.reference_dir is None else args.reference_dir / f"nuts_d{depth}_n{n}.npz"
+        )
+        if saved is not None and saved.exists():
+            with np.load(saved) as f:
+                reference_bma = jnp.asarray(f["bma"])
+                nuts_s, nuts_cpu = (float(v) for v in f["seconds"])
+                gate = json.loads(str(f["gate"]))
+            print(f"depth {depth}, n = {n:,}: NUTS reference from {saved}", flush=True)
+        else:
+            print(f"depth {depth}, n = {n:,}: NUTS ...", flush=True)
+            (nuts_s, nuts_cpu), ref_positions, gate = nuts_to_trusted(target)
+            reference_bma = bma(target, ref_positions)
+            if saved is not None:
+                saved.parent.mkdir(parents=True, exist_ok=True)
+                np.savez(saved, bma=np.asarray(reference_bma), seconds=[nuts_s, nuts_cpu],
+                         gate=json.dumps(gate))  # fmt: skip
+        print(
+            f"  NUTS {nuts_s:.1f} s ({nuts_cpu:.1f} s CPU), {gate}  ({load_average()})",
+            flush=True,
+        )
+        if args.nuts_at_least is not None:
+            nuts_s, nuts_cpu = args.nuts_at_least
             print(
-                f"  NUTS {nuts_s:.1f} s ({nuts_cpu:.1f} s CPU), {gate}  ({load_average()})",
+                f"  NUTS on this machine: at least {nuts_s:.1f} s ({nuts_cpu:.1f} s CPU); "
+                "the ratios below are upper bounds",
                 flush=True,
             )
-            if args.nuts_at_least is not None:
-                nuts_s, nuts_cpu = args.nuts_at_least
-                print(
-                    f"  NUTS on this machine: at least {nuts_s:.1f} s ({nuts_cpu:.1f} s CPU); "
-                    "the ratios below are upper bounds",
-                    flush=True,
-                )
-            r = {
-                "depth": depth,
-                "n": n,
-                "nuts_seconds": float(nuts_s),
-                "nuts_cpu_seconds": float(nuts_cpu),
-                "nuts_gate": gate,
-                "nuts_seconds_are_lower_bounds": args.nuts_at_least is not None,
-                "load": load_average(),
-                "kernels": {},
-            }
-            for name in args.kernels:
-                r["kernels"][name] = kernel_curve(
-                    target, name, reference_bma, args.chains, args.max_steps
-                )
-            best = min(
-                (
-                    (c["reached"]["0.001"]["incl"], name)
-                    for name, c in r["kernels"].items()
-                    if c["reached"]["0.001"]
-                ),
-                default=None,
+        r = {
+            "depth": depth,
+            "n": n,
+            "nuts_seconds": float(nuts_s),
+            "nuts_cpu_seconds": float(nuts_cpu),
+            "nuts_gate": gate,
+            "nuts_seconds_are_lower_bounds": args.nuts_at_least is not None,
+            "load": load_average(),
+            "kernels": {},
+        }
+        for name in args.kernels:
+            r["kernels"][name] = kernel_curve(
+                target, name, reference_bma, args.chains, args.max_steps
             )
-            r["best"] = None
-            if best is not None:
-                c = r["kernels"][best[1]]["reached"]["0.001"]
-                r["best"] = {
-                    "kernel": best[1],
-                    "ratio": best[0] / nuts_s,
-                    "cpu_ratio": c["cpu_incl"] / nuts_cpu,
-                }
-            print(f"  best at KL ≤ 1e-3: {r['best']}  ({load_average()})", flush=True)
-            results.append(r)
-            if args.out:
-                args.out.write_text(json.dumps(results, indent=1))
+            if r["kernels"][name]["interrupted"]:
+                break
+        best = min(
+            (
+                (c["reached"]["0.001"]["incl"], name)
+                for name, c in r["kernels"].items()
+                if c["reached"]["0.001"]
+            ),
+            default=None,
+        )
+        r["best"] = None
+        if best is not None:
+            c = r["kernels"][best[1]]["reached"]["0.001"]
+            r["best"] = {
+                "kernel": best[1],
+                "ratio": best[0] / nuts_s,
+                "cpu_ratio": c["cpu_incl"] / nuts_cpu,
+            }
+        print(f"  best at KL ≤ 1e-3: {r['best']}  ({load_average()})", flush=True)
+        results.append(r)
+        if args.out:
+            args.out.write_text(json.dumps(results, indent=1))
     print(
         "\n| depth | n | NUTS (s) | kernel | KL ≤ 1e-3: excl / incl (s) | ratio incl "
         "| CPU-time ratio incl | KL ≤ 1e-4 incl (s) |"

@@ -29,6 +29,7 @@ NUTS's wall time at n = 10,000, compile included.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -93,6 +94,10 @@ def nuts_to_trusted(target: Any, attempts: int = 3) -> tuple[np.ndarray, Any, di
     return seconds, ref.positions, gate
 
 
+class InterruptedRunError(Exception):
+    """``bdl.sample`` returned early (Ctrl-C, or a time cap's SIGTERM)."""
+
+
 def run_budget(target: Any, kernel: Any, steps: int, chains: int) -> tuple[np.ndarray, Any]:
     burn_in = steps // 2
     thin = max(1, (steps - burn_in) // DRAWS_PER_CHAIN)
@@ -109,7 +114,9 @@ def run_budget(target: Any, kernel: Any, steps: int, chains: int) -> tuple[np.nd
     )
     jax.block_until_ready(s.positions)
     if s.interrupted:  # a partial run is no data point: stop the benchmark here
-        raise KeyboardInterrupt(f"the {steps}-step run was interrupted after {s.steps_done} steps")
+        raise InterruptedRunError(
+            f"the {steps}-step run was interrupted after {s.steps_done} steps"
+        )
     return clock() - start, s
 
 
@@ -125,7 +132,7 @@ def kernel_curve(
         try:
             first, s = run_budget(target, kernel, steps, chains)
             second, s = run_budget(target, kernel, steps, chains)
-        except KeyboardInterrupt as stop:
+        except InterruptedRunError as stop:
             print(f"    {name:6s} stopped: {stop}", flush=True)
             interrupted = True
             break
@@ -238,10 +245,7 @@ def main() -> None:
         parser.error("--nuts-at-least needs --reference-dir (the reference BMA)")
     print(environment(), flush=True)
     results = []
-    cases = [(depth, n) for depth in args.depths for n in args.n]
-    for depth, n in cases:
-        if results and any(c["interrupted"] for c in results[-1]["kernels"].values()):
-            break
+    for depth, n in itertools.product(args.depths, args.n):
         spec = load_spec("mlp_prior_data", depth=depth, n_train=n, batch_size=min(n, 100))
         target = spec.compile()
         saved = (
@@ -308,6 +312,8 @@ def main() -> None:
         results.append(r)
         if args.out:
             args.out.write_text(json.dumps(results, indent=1))
+        if any(c["interrupted"] for c in r["kernels"].values()):
+            break
     print(
         "\n| depth | n | NUTS (s) | kernel | KL ≤ 1e-3: excl / incl (s) | ratio incl "
         "| CPU-time ratio incl | KL ≤ 1e-4 incl (s) |"

@@ -15,7 +15,7 @@ run_module = importlib.import_module("bdl.sampling.run")
 
 
 class Thing:
-    pass
+    """A plain object: weakly referenceable, hashed by identity."""
 
 
 def test_a_pair_is_computed_once_and_each_pair_apart():

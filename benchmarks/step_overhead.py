@@ -12,7 +12,8 @@ times, side by side in one run, a jitted ``lax.scan`` of S steps of
       the per-step ``Info`` left to dead-code elimination (for SGHMC also kept in the carry:
       what recording every step costs; ``bdl.sample`` computes it at recorded steps only),
   (d) the whole ``bdl.sample(..., num_steps=S, thin=S)`` (second call), with its fixed per-call
-      cost (``num_steps=1``) separated from the per-step cost,
+      cost (``num_steps=1``) separated from the per-step cost, and its compiled loop alone
+      (the program of that call, called again with the same arguments: no host-side work),
 
 with identical minibatch gathering (``compiled.next_batch``) and gradient
 (``compiled.stochastic_energy_and_grad``) everywhere. All candidates are timed in interleaved
@@ -29,9 +30,11 @@ Run: ``python benchmarks/step_overhead.py [--steps 1000] [--repeats 5] [--batch-
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -177,6 +180,49 @@ def with_unblocked_loop(fn: Any) -> Any:
         return jax.block_until_ready(fn())
 
 
+@contextlib.contextmanager
+def capture_chunk_call() -> Iterator[list[Any]]:
+    """Yields ``[args, kwargs]`` of the last call of the compiled loop (``_run_chunk``) made
+    inside the block."""
+    last: list[Any] = [(), {}]
+    original = sampling_run._run_chunk
+
+    def capture(*args: Any, **kwargs: Any) -> Any:
+        last[:] = [args, kwargs]
+        return original(*args, **kwargs)
+
+    with patch.object(sampling_run, "_run_chunk", capture):
+        yield last
+
+
+@contextlib.contextmanager
+def count_chunk_calls(fns: dict[str, Any]) -> Iterator[dict[str, list[int]]]:
+    """Wraps the ``bdl.sample`` candidates of ``fns`` in place to count, per call, how many
+    calls of the compiled loop (chunks) it made; yields ``{name: [count per call]}``."""
+    counts: dict[str, list[int]] = {}
+    calls = [0]
+    original = sampling_run._run_chunk
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    def wrap(name: str, fn: Any) -> Any:
+        def call() -> Any:
+            before = calls[0]
+            out = fn()
+            counts[name].append(calls[0] - before)
+            return out
+
+        return call
+
+    for name in [n for n in fns if n.startswith(("sample", "unblocked"))]:
+        counts[name] = []
+        fns[name] = wrap(name, fns[name])
+    with patch.object(sampling_run, "_run_chunk", counted):
+        yield counts
+
+
 def median_ratio(num: list[float], den: list[float]) -> float:
     return statistics.median(a / b for a, b in zip(num, den, strict=True))
 
@@ -254,13 +300,22 @@ def main(argv: list[str] | None = None) -> None:
             fns[f"unblocked1:{name}"] = lambda run=run: with_unblocked_loop(
                 lambda: run(num_steps=1, thin=1).positions
             )
-    for name in fns:  # bdl.sample's variants compiled before the timed rounds (on an
+    programs = {}
+    for name in list(fns):  # bdl.sample's variants compiled before the timed rounds (on an
         # accelerator a 1-step call with thin 1 is a program of its own)
         if name.startswith(("sample", "unblocked")):
             jax.block_until_ready(fns[name]())
+            if name.startswith("sample"):  # its compiled loop alone, called again as it was
+                with capture_chunk_call() as chunk_call:
+                    jax.block_until_ready(fns[name]())
+                programs[name.replace("sample", "loop", 1)] = partial(
+                    sampling_run._run_chunk, *chunk_call[0], **chunk_call[1]
+                )
+    fns.update(programs)
 
     c_before, _ = counter.snapshot()
-    times, cpu = time_interleaved(fns, R)
+    with count_chunk_calls(fns) as chunk_calls:
+        times, cpu = time_interleaved(fns, R)
     recompiles = counter.snapshot()[0] - c_before
     print(f"# timed rounds done, {load_average()}")
 
@@ -312,6 +367,12 @@ def main(argv: list[str] | None = None) -> None:
             f"(d) bdl.sample {name}, whole call / S", times[f"sample:{name}"], cpu[f"sample:{name}"]
         )
         row("    minus the num_steps=1 call", marginal[name], per_step(cpu, name))
+        row("    its compiled loop alone, call / S", times[f"loop:{name}"], cpu[f"loop:{name}"])
+        row(
+            "    loop alone, minus its 1-step loop",
+            per_step(times, name, "loop"),
+            per_step(cpu, name, "loop"),
+        )
         if unblocked:
             row(
                 "    unblocked loop (block 1), call / S",
@@ -350,6 +411,10 @@ def main(argv: list[str] | None = None) -> None:
             f"{verdict}); later calls {full * 1e3:.1f} ms (num_steps={S}) and {one * 1e3:.1f} ms "
             f"(num_steps=1, the fixed cost)"
         )
+    print(
+        "calls of the compiled loop per timed bdl.sample call (1 = the whole call in one "
+        "program): " + ", ".join(f"{k} {v}" for k, v in chunk_calls.items())
+    )
     print(
         f"XLA compilations during the {R} timed rounds (bdl.sample re-called with the same "
         f"shapes, num_steps {S} and 1): {recompiles}"

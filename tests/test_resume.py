@@ -90,7 +90,7 @@ def test_interrupted_and_resumed_run_is_bitwise_the_uninterrupted_one(
     # calls of 37 steps: they cut draws (thin 8) and warm-up segments anywhere
     monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 37)
     monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
-    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
+    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, *timing: None)
     with pytest.warns(UserWarning, match="interrupted"):
         part = bdl.sample(target, KERNELS[name](), checkpoint=tmp_path, **RUN)
     assert part.interrupted and part.steps_done < RUN["num_steps"]

@@ -64,7 +64,7 @@ def test_interrupt_keeps_collected_draws(target, monkeypatch):
     interruption comes after four draws."""
     monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 4)
     monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
-    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
+    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, *timing: None)
     real = run_module._run_chunk
     calls = {"draws": 0}
 
@@ -90,7 +90,7 @@ def test_call_sizes_do_not_change_draws(target, monkeypatch):
     whole = _run(target)
     monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 3)  # 3 steps: draws of 4 split
     monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
-    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
+    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, *timing: None)
     split = _run(target)
     np.testing.assert_array_equal(whole.positions["net"]["w"], split.positions["net"]["w"])
     np.testing.assert_array_equal(whole.info["energy"], split.info["energy"])
@@ -176,7 +176,8 @@ def test_blocked_loop_gives_the_unblocked_draws(target, monkeypatch, thin, adapt
 
 def test_chunk_sizes_carry_over_from_short_calls(monkeypatch):
     """Calls too short to be timed (a fast accelerator) still let the next run start at the
-    size they reached; a slow first call (it compiles) then shrinks it, a short one cannot."""
+    size they reached; a slow call then shrinks it, a short one cannot, and one that compiled
+    is not timed at all."""
     sizer = run_module._ChunkSizer
     monkeypatch.setattr(sizer, "_reached", {})
     first = sizer(("run",))
@@ -188,5 +189,29 @@ def test_chunk_sizes_carry_over_from_short_calls(monkeypatch):
     assert second.budget() == 1024
     second.record(1, 0.01)  # a 1-step call: 10 ms of fixed cost
     assert sizer(("run",)).budget() == 1024
+    before = second.budget()
+    second.record(1024, 2.0, compiled=True)  # its time is compilation's: not a step's cost
+    assert second.budget() == before and sizer(("run",)).budget() == 1024
     second.record(1024, 2.0)  # a timed call: 0.5 s is 256 such steps
     assert sizer(("run",)).budget() == 256
+
+
+def test_a_call_that_compiles_does_not_shrink_later_calls(target, monkeypatch):
+    """A run whose one call compiled its program (slow) leaves the next run of the same target
+    in one call: the compilation's time is not taken for the steps' cost."""
+    monkeypatch.setattr(run_module, "loop_block", lambda: 4)  # a static-length program per thin
+    monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 256)
+    monkeypatch.setattr(run_module._ChunkSizer, "TARGET_SECONDS", 0.05)
+    kernel = bdl.kernels.get("sghmc", step_size=1e-2, friction=5.0)
+    args = dict(num_steps=200, thin=200, num_chains=2, seed=5, progress=False)
+    bdl.sample(target, kernel, **args)  # compiles: far longer than 0.05 s for 200 steps
+    calls = []
+    original = run_module._run_chunk
+
+    def counted(*a, **kw):
+        calls.append(1)
+        return original(*a, **kw)
+
+    monkeypatch.setattr(run_module, "_run_chunk", counted)
+    bdl.sample(target, kernel, **args)
+    assert len(calls) == 1

@@ -169,7 +169,7 @@ def test_without_kept_draws_memory_does_not_grow_with_the_draws(
     monkeypatch.setattr(stream_io, "PART_BYTES", 1)  # a part after every call
     monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 25)
     monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
-    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
+    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, *timing: None)
     peaks, results = [], []
     for num_steps in (300, 1_300):
         sizes = _retained_sizes(monkeypatch)
@@ -185,7 +185,7 @@ def test_without_kept_draws_memory_does_not_grow_with_the_draws(
         monkeypatch.setattr(stream_io, "PART_BYTES", 1)
         monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 25)
         monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
-        monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
+        monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, *timing: None)
     assert peaks[0] == peaks[1]  # 40 or 240 draws per chain: the same bytes held
     with pytest.raises(ValueError, match="hold no draws"):
         bma_curve(target, results[0])
@@ -225,7 +225,7 @@ def test_streamed_draws_are_bitwise_the_in_memory_ones(target, tmp_path, monkeyp
     monkeypatch.setattr(stream_io, "PART_BYTES", 1)
     monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 25)
     monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
-    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
+    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, *timing: None)
     kernel = {
         "entropy": lambda: bdl.kernels.get("entropy", base="sgld", step_size=1e-3),
         "sghmc": lambda: bdl.kernels.get("sghmc"),
@@ -253,7 +253,7 @@ def test_a_streamed_scored_run_resumes_to_the_uninterrupted_results(
     monkeypatch.setattr(stream_io, "PART_BYTES", 1)
     monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 23)
     monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
-    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, steps, seconds: None)
+    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, *timing: None)
     settings = dict(keep_draws=False, evaluate=RunningBMA(batch_size=7))
 
     def interrupting(*args):

@@ -45,6 +45,7 @@ from bdl.sampling.provenance import run_meta
 from bdl.sampling.samples import Samples
 from bdl.sampling.stream import StreamWriter
 from bdl.sampling.stream import check_directory as check_stream
+from bdl.utils import compile_events
 from bdl.utils.convolutions import canonical_convolutions, convolves_on_cpu
 from bdl.utils.identity_map import PairMemo
 from bdl.utils.owner_jit import owner_jit
@@ -466,7 +467,7 @@ def _advance(
     to the next adaptation point (where warm-up then adapts), or whole draws, or part of a draw
     whose ``thin`` steps take longer than that. Every call boundary is invisible in the draws."""
     t, budget = loop.t, sizer.budget()
-    started = time.perf_counter()
+    started, events = time.perf_counter(), compile_events.count()
     if t < burn_in:
         warming = bool(boundaries) and t < boundaries[-1]  # boundaries: warm-up's only
         stop = boundaries[bisect.bisect_right(boundaries, t)] if warming else burn_in
@@ -477,7 +478,7 @@ def _advance(
         if not warming:
             chains = _located(target, kernel, loop.chains, chains, chain_keys, n, chunk, layout)
         jax.block_until_ready(chains)
-        sizer.record(n, time.perf_counter() - started)
+        sizer.record(n, time.perf_counter() - started, compile_events.count() != events)
         if warming and t + n == stop:
             new_mass, window_end, final = points[stop]
             k_adapt = jax.random.fold_in(key_adapt, stop)
@@ -518,7 +519,7 @@ def _advance(
             collected = (*collected, out)
         chunks += 1
     jax.block_until_ready(chains)
-    sizer.record(draws * steps, time.perf_counter() - started)
+    sizer.record(draws * steps, time.perf_counter() - started, compile_events.count() != events)
     return _Loop(chains, t + draws * steps, collected, bma, curve, chunks)
 
 
@@ -544,7 +545,10 @@ class _ChunkSizer:
     draws): a call long enough to be timed sets that size, and a shorter call can only raise
     it, since its fixed costs make its per-step time an overestimate. Without the second
     rule, runs whose calls are all short (a fast accelerator) would each start again at
-    ``FIRST`` steps and pay the fixed cost of a call several times."""
+    ``FIRST`` steps and pay the fixed cost of a call several times. A call that traced or
+    compiled a program (:mod:`bdl.utils.compile_events`) is not timed at all: its time is
+    mostly compilation, and taking it for the steps' cost would shrink the calls (and, through
+    the remembered size, every later run's) to a few steps."""
 
     TARGET_SECONDS = 0.5
     FIRST = 16
@@ -557,7 +561,9 @@ class _ChunkSizer:
     def budget(self) -> int:
         return self.steps
 
-    def record(self, steps: int, seconds: float) -> None:
+    def record(self, steps: int, seconds: float, compiled: bool = False) -> None:
+        if compiled:
+            return
         per_step = max(seconds, 1e-9) / max(steps, 1)
         want = int(self.TARGET_SECONDS / per_step)
         self.steps = max(1, min(want, 4 * max(steps, self.steps)))

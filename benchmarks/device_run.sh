@@ -55,6 +55,7 @@ print(sys.version.split()[0], 'jax', jax.__version__, 'numpyro', numpyro.__versi
 part smoke 120 $py benchmarks/device_smoke.py
 [[ -n ${PARTS:-} && " $PARTS " != *" smoke "* ]] || grep -q "^   rc 0 " <(tail -1 "$out/summary.txt") || { echo "smoke run failed: stopping"; tail -30 "$out/smoke.log"; exit 1; }
 part step_overhead 150 $py benchmarks/step_overhead.py --repeats 3 --chains --unblocked
+part loop_hlo 60 $py benchmarks/loop_hlo.py
 part loop_identity 60 $py benchmarks/loop_identity.py
 part kernel_costs_cnn 130 $py benchmarks/kernel_costs.py --model cnn --repeats 3 --cost \
     --kernels "$kernels"

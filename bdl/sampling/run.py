@@ -202,18 +202,16 @@ def sample(
     if saved is not None:
         _check_same_run(saved.header, header, directory, layout)
 
-    key = jax.random.key(seed)
-    key_adapt = jax.random.fold_in(key, 1)  # warm-up's own stream: the rest as without it
+    key = jax.random.key(seed)  # warm-up draws from its own stream (_warmup_key)
     # every chain's start and keys come from the seed alone, before the chains are split over
     # processes and devices: a chain's draws do not depend on where it runs
     _, chains, chain_keys = _setup(target, kernel, key, num_chains, init)
     chains, chain_keys = layout.place(chains), layout.place(chain_keys)
-    k_start = jax.random.fold_in(key_adapt, 0)
     if adapting and saved is None:
         at, gather = _adaptation_layout(layout)
-        chains = layout.shard(_start_adaptation(target, kernel, gather(chains), k_start, at))
+        chains = layout.shard(_start_adaptation(target, kernel, gather(chains), key, at))
     elif adapting:
-        chains = jax.eval_shape(lambda: _start_adaptation(target, kernel, chains, k_start, layout))
+        chains = jax.eval_shape(lambda: _start_adaptation(target, kernel, chains, key, layout))
 
     draw_bytes = 4 * layout.local_chains * _draw_size(user_kernel, target, kernel, chains.states)
     # the buffer length is static: a power of two, so runs of similar length share a compilation
@@ -296,7 +294,7 @@ def sample(
         with _termination_as_interrupt():
             while loop.t < end:
                 loop = _advance(
-                    target, kernel, loop, chain_keys, key_adapt, chunk, sizer,
+                    target, kernel, loop, chain_keys, key, chunk, sizer,
                     burn_in, thin, end, points, boundaries, layout, scoring, keep_host,
                 )  # fmt: skip
                 meter.update(loop.t)
@@ -451,7 +449,7 @@ def _advance(
     kernel: Kernel,
     loop: _Loop,
     chain_keys: jax.Array,
-    key_adapt: jax.Array,
+    key: jax.Array,
     chunk: int,
     sizer: _ChunkSizer,
     burn_in: int,
@@ -481,11 +479,10 @@ def _advance(
         sizer.record(n, time.perf_counter() - started, compile_events.count() != events)
         if warming and t + n == stop:
             new_mass, window_end, final = points[stop]
-            k_adapt = jax.random.fold_in(key_adapt, stop)
             at, gather = _adaptation_layout(layout)
-            flags = (jnp.asarray(f) for f in (new_mass, window_end, final))
+            flags = (np.asarray(f) for f in (new_mass, window_end, final))
             chains = _adapt(
-                target, kernel, gather(chains), k_adapt, *flags, *_ints(stop), at,
+                target, kernel, gather(chains), key, *flags, *_ints(stop), at,
             )  # fmt: skip
             chains = layout.shard(chains)
             jax.block_until_ready(chains)
@@ -753,9 +750,18 @@ def _draw_size(user_kernel: Kernel, target: Target, kernel: Kernel, states: Any)
     return sizes[shapes]
 
 
-def _ints(*values: int) -> tuple[jax.Array, ...]:
-    """Loop bounds as int32 arrays: traced, so every chunk length shares one compilation."""
-    return tuple(jnp.asarray(v, jnp.int32) for v in values)
+def _ints(*values: int) -> tuple[np.ndarray, ...]:
+    """Loop bounds as int32 arrays: traced, so every chunk length shares one compilation.
+    NumPy's: a jitted function takes them as they are, where making a JAX array from a Python
+    int compiles a conversion program at a process's first call."""
+    return tuple(np.asarray(v, np.int32) for v in values)
+
+
+def _warmup_key(key: jax.Array, t: jax.Array | int) -> jax.Array:
+    """Warm-up's key at step ``t`` (0: its start) of a run with key ``key``: a stream of its
+    own, so that the rest of the run draws as it would without warm-up. Derived inside the
+    compiled programs (no program of its own at a process's first call)."""
+    return jax.random.fold_in(jax.random.fold_in(key, 1), t)
 
 
 def _finite(tree: Any) -> jax.Array:
@@ -797,13 +803,13 @@ def loop_block() -> int:
     return 1 if jax.default_backend() == "cpu" else ACCELERATOR_BLOCK
 
 
-def _steps_per_draw(steps: int, thin: int) -> jax.Array | int:
+def _steps_per_draw(steps: int, thin: int) -> np.ndarray | int:
     """A chunk's steps per draw: traced, so that every chunk length shares one compilation;
     on an accelerator a chunk of whole draws gets ``thin`` as a static int instead, so that
     each draw's steps run in a loop of static length (one more compilation per run)."""
     if steps == thin and loop_block() > 1:
         return thin
-    return jnp.asarray(steps, jnp.int32)
+    return np.asarray(steps, np.int32)
 
 
 @owner_jit
@@ -1069,8 +1075,9 @@ def _recipe_grad(target: Target, kernel: Kernel, key: jax.Array) -> Any:
 def _start_adaptation(
     target: Target, kernel: Kernel, chains: Chains, key: jax.Array, layout: Layout
 ) -> Chains:
-    """Initial (h, γ) from the curvature at each chain's start, M = I, empty statistics."""
-    keys = layout.select(jax.random.split(key, layout.num_chains))
+    """Initial (h, γ) from the curvature at each chain's start, M = I, empty statistics;
+    ``key`` is the run's key."""
+    keys = layout.select(jax.random.split(_warmup_key(key, 0), layout.num_chains))
     return layout.per_chain(
         lambda shared, per_chain: _start_adaptation_local(*shared, *per_chain),
         (target, kernel),
@@ -1123,11 +1130,11 @@ def _adapt(
     layout: Layout,
 ) -> Chains:
     """(h, γ) from the curvature, after a new mass at the end of a slow window; the window's
-    statistics restart at every window end.
+    statistics restart at every window end; ``key`` is the run's key and ``t`` the step.
 
     The three flags are traced booleans, so every adaptation point of a run shares one
     compilation of the curvature estimate (as Python bools, each combination compiled its own)."""
-    keys = layout.select(jax.random.split(key, layout.num_chains))
+    keys = layout.select(jax.random.split(_warmup_key(key, t), layout.num_chains))
     return layout.per_chain(
         lambda shared, per_chain: _adapt_local(*shared[:2], *per_chain, *shared[2:]),
         (target, kernel, new_mass, window_end, final, t),

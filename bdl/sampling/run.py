@@ -889,15 +889,7 @@ def _run_chunk_local(
     """:func:`_run_chunk` on one device's chains."""
 
     def advance(c: Chains, ckey: jax.Array, t: jax.Array) -> tuple[Any, Any, Info]:
-        k = warmup.apply(kernel, c.params)
-        temperature = target.temperature(t)
-        h, temperature = (c.params.step_size, temperature) if adapting else k.hyper(t, temperature)
-        batch, stream = target.next_batch(c.streams, t)
-        grad_fn = partial(target.stochastic_energy_and_grad, batch=batch)
-        state, info = k.step(jax.random.fold_in(ckey, t), c.states, grad_fn, h, temperature)
-        if adapting and isinstance(state, RecipeState):
-            state = state._replace(z=warmup.innermost(k).recipe.warmup_guarded(state.z, h))
-        return state, stream, info
+        return _chain_step(target, kernel, c, ckey, t, adapting)
 
     def is_finite(state: Any, info: Info) -> jax.Array:
         return jnp.isfinite(info.energy) & jnp.isfinite(info.grad_norm) & _finite(state)
@@ -984,6 +976,27 @@ def _run_chunk_local(
             block=block,
         )
     return (jax.tree.map(lambda x: x[None], end) if single else end), out
+
+
+@owner_jit
+def _chain_step(
+    target: Target, kernel: Kernel, c: Chains, ckey: jax.Array, t: jax.Array, adapting: bool
+) -> tuple[Any, Any, Info]:
+    """One chain's step t: (kernel state, minibatch stream, step ``Info``).
+
+    A nested ``jit``: a chunk's program traces the step several times (the bare step, the
+    recorded step, the latter's output shape; on an accelerator each in a block and a remainder
+    loop), and every trace meets this call with the same arguments' shapes, so the step is
+    traced once per program and its jaxpr reused; XLA inlines the call."""
+    k = warmup.apply(kernel, c.params)
+    temperature = target.temperature(t)
+    h, temperature = (c.params.step_size, temperature) if adapting else k.hyper(t, temperature)
+    batch, stream = target.next_batch(c.streams, t)
+    grad_fn = partial(target.stochastic_energy_and_grad, batch=batch)
+    state, info = k.step(jax.random.fold_in(ckey, t), c.states, grad_fn, h, temperature)
+    if adapting and isinstance(state, RecipeState):
+        state = state._replace(z=warmup.innermost(k).recipe.warmup_guarded(state.z, h))
+    return state, stream, info
 
 
 def sequential_chains(convolutions: bool) -> bool:

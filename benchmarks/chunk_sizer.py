@@ -36,8 +36,9 @@ from bdl.sampling import run as sampling_run
 Sizer = sampling_run._ChunkSizer
 
 
-def earlier_record(self: Any, steps: int, seconds: float) -> None:
-    """The sizer's rule before 2026-11-26: remember a size only from a call of ≥ 0.125 s."""
+def earlier_record(self: Any, steps: int, seconds: float, compiled: bool = False) -> None:
+    """The sizer's rule before 2026-11-26: remember a size only from a call of ≥ 0.125 s (and
+    time a call that compiled like any other)."""
     per_step = max(seconds, 1e-9) / max(steps, 1)
     want = int(self.TARGET_SECONDS / per_step)
     self.steps = max(1, min(want, 4 * max(steps, self.steps)))

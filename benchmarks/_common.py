@@ -7,12 +7,14 @@ things, tests must not.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import platform
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
+from unittest.mock import patch
 
 import jax
 import numpy as np
@@ -116,6 +118,21 @@ def time_interleaved(
     return wall, cpu
 
 
+@contextlib.contextmanager
+def recorded_calls(owner: Any, attribute: str) -> Iterator[list[tuple[tuple, dict]]]:
+    """Inside the block, ``owner.attribute`` records each call's ``(args, kwargs)`` in the
+    yielded list before running as before (e.g. the calls of bdl's compiled loop)."""
+    calls: list[tuple[tuple, dict]] = []
+    original = getattr(owner, attribute)
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        calls.append((args, kwargs))
+        return original(*args, **kwargs)
+
+    with patch.object(owner, attribute, recording):
+        yield calls
+
+
 class CompileCounter:
     """Counts XLA backend compilations (and their seconds) through ``jax.monitoring``."""
 
@@ -186,24 +203,43 @@ def opcode(line: str) -> str:
     return m.group(1) if m else "?"
 
 
-def loop_body_stats(text: str) -> dict[str, Any]:
-    """Opcode counts of the largest ``while`` body (the step loop) of optimised HLO text.
-
-    ``thunks`` counts the body's top-level instructions that do work (fusions, dots, RNG,
-    custom calls, …) — on CPU each is one kernel launch per step — and ``fused`` the
-    instructions inside the fusions they call.
-    """
+def while_loops(text: str) -> list[dict[str, Any]]:
+    """Every ``while`` of optimised HLO text: the computation it is ``in``, its ``body``, whether
+    XLA knows its trip count, the body's top-level instructions that do work by opcode (``ops``;
+    ``thunks`` their number: fusions, dots, RNG, custom calls, … — on CPU each is one kernel
+    launch per iteration), the instructions inside the computations they call (``fused``) and
+    how many computations the body reaches (``reach``)."""
     comps = hlo_computations(text)
-    bodies = [
-        m.group(1) for lines in comps.values() for ln in lines if (m := _WHILE_BODY.search(ln))
-    ]
-    if not bodies:
+    loops = []
+    for name, lines in comps.items():
+        for line in lines:
+            if not (m := _WHILE_BODY.search(line)):
+                continue
+            body = m.group(1)
+            reach = _reachable(comps, body)
+            top = collections.Counter(opcode(ln) for ln in comps.get(body, []))
+            work = collections.Counter({k: v for k, v in top.items() if k not in FREE_OPS})
+            loops.append(
+                {
+                    "in": name,
+                    "body": body,
+                    "known_trip_count": "known_trip_count" in line,
+                    "ops": work,
+                    "thunks": sum(work.values()),
+                    "fused": sum(len(comps.get(c, [])) for c in reach if c != body),
+                    "reach": len(reach),
+                }
+            )
+    return loops
+
+
+def loop_body_stats(text: str) -> dict[str, Any]:
+    """:func:`while_loops`' entry for the ``while`` whose body reaches the most computations
+    (the step loop)."""
+    loops = while_loops(text)
+    if not loops:
         return {"thunks": 0, "ops": collections.Counter(), "fused": 0}
-    body = max(bodies, key=lambda b: len(_reachable(comps, b)))
-    top = collections.Counter(opcode(ln) for ln in comps.get(body, []))
-    work = collections.Counter({k: v for k, v in top.items() if k not in FREE_OPS})
-    fused = sum(len(comps.get(c, [])) for c in _reachable(comps, body) if c != body)
-    return {"thunks": sum(work.values()), "ops": work, "fused": fused, "body": body}
+    return max(loops, key=lambda loop: loop["reach"])
 
 
 def _reachable(comps: dict[str, list[str]], root: str) -> set[str]:

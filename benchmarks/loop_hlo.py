@@ -15,28 +15,18 @@ Run: ``python benchmarks/loop_hlo.py [--steps 1000] [--kernels sghmc,sgld] [--sa
 from __future__ import annotations
 
 import argparse
-import collections
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 
 import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    _WHILE_BODY,
-    FREE_OPS,
-    _reachable,
-    digits_mlp,
-    environment,
-    hlo_computations,
-    opcode,
-)
+from _common import digits_mlp, environment, recorded_calls, while_loops
 from step_overhead import make_scans
 
 import bdl
@@ -49,45 +39,15 @@ KERNELS = {
 }
 
 
-def while_loops(text: str) -> list[dict[str, Any]]:
-    """Every ``while`` of optimised HLO text: its body, whether the trip count is known, the
-    body's working top-level instructions by opcode and the instructions inside its calls."""
-    comps = hlo_computations(text)
-    loops = []
-    for name, lines in comps.items():
-        for line in lines:
-            if m := _WHILE_BODY.search(line):
-                body = m.group(1)
-                top = collections.Counter(opcode(ln) for ln in comps.get(body, []))
-                work = collections.Counter({k: v for k, v in top.items() if k not in FREE_OPS})
-                inner = sum(len(comps.get(c, [])) for c in _reachable(comps, body) if c != body)
-                loops.append(
-                    {
-                        "in": name,
-                        "body": body,
-                        "known_trip_count": "known_trip_count" in line,
-                        "work": work,
-                        "inner": inner,
-                    }
-                )
-    return loops
-
-
 def sample_program_text(compiled: Any, kernel: Any, steps: int) -> str:
     """Optimised HLO of the compiled loop that ``bdl.sample`` runs for ``steps`` steps, one
     draw (taken from its third call)."""
-    last: list[Any] = []
-    original = sampling_run._compiled_chunk
-
-    def capture(*args: Any) -> Any:
-        last[:] = [args]
-        return original(*args)
-
-    with patch.object(sampling_run, "_compiled_chunk", capture):
+    with recorded_calls(sampling_run, "_compiled_chunk") as calls:
         for _ in range(3):
             run = bdl.sample(compiled, kernel, num_steps=steps, thin=steps, progress=False)
             jax.block_until_ready(run.positions)
-    return original._jitted.lower(*last[0]).compile().compiled.as_text()
+    args, kwargs = calls[-1]
+    return sampling_run._compiled_chunk._jitted.lower(*args, **kwargs).compile().compiled.as_text()
 
 
 def median_time(fn: Any, *args: Any, repeats: int = 7) -> float:
@@ -103,11 +63,11 @@ def median_time(fn: Any, *args: Any, repeats: int = 7) -> float:
 def show(label: str, text: str) -> None:
     print(f"{label}:")
     for loop in while_loops(text):
-        ops = ", ".join(f"{k} {v}" for k, v in loop["work"].most_common())
+        ops = ", ".join(f"{k} {v}" for k, v in loop["ops"].most_common())
         trip = "known" if loop["known_trip_count"] else "traced"
         print(
             f"  while in {loop['in'][:28]:<28} trip count {trip:<6}"
-            f" {sum(loop['work'].values()):4d} working ops ({ops}), {loop['inner']} inside"
+            f" {loop['thunks']:4d} working ops ({ops}), {loop['fused']} inside"
         )
 
 

@@ -53,6 +53,7 @@ from _common import (
     environment,
     load_average,
     loop_body_stats,
+    recorded_calls,
     time_interleaved,
 )
 
@@ -181,45 +182,24 @@ def with_unblocked_loop(fn: Any) -> Any:
 
 
 @contextlib.contextmanager
-def capture_chunk_call() -> Iterator[list[Any]]:
-    """Yields ``[args, kwargs]`` of the last call of the compiled loop (``_run_chunk``) made
-    inside the block."""
-    last: list[Any] = [(), {}]
-    original = sampling_run._run_chunk
-
-    def capture(*args: Any, **kwargs: Any) -> Any:
-        last[:] = [args, kwargs]
-        return original(*args, **kwargs)
-
-    with patch.object(sampling_run, "_run_chunk", capture):
-        yield last
-
-
-@contextlib.contextmanager
 def count_chunk_calls(fns: dict[str, Any]) -> Iterator[dict[str, list[int]]]:
     """Wraps the ``bdl.sample`` candidates of ``fns`` in place to count, per call, how many
     calls of the compiled loop (chunks) it made; yields ``{name: [count per call]}``."""
     counts: dict[str, list[int]] = {}
-    calls = [0]
-    original = sampling_run._run_chunk
+    with recorded_calls(sampling_run, "_run_chunk") as calls:
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls[0] += 1
-        return original(*args, **kwargs)
+        def wrap(name: str, fn: Any) -> Any:
+            def call() -> Any:
+                before = len(calls)
+                out = fn()
+                counts[name].append(len(calls) - before)
+                return out
 
-    def wrap(name: str, fn: Any) -> Any:
-        def call() -> Any:
-            before = calls[0]
-            out = fn()
-            counts[name].append(calls[0] - before)
-            return out
+            return call
 
-        return call
-
-    for name in [n for n in fns if n.startswith(("sample", "unblocked"))]:
-        counts[name] = []
-        fns[name] = wrap(name, fns[name])
-    with patch.object(sampling_run, "_run_chunk", counted):
+        for name in [n for n in fns if n.startswith(("sample", "unblocked"))]:
+            counts[name] = []
+            fns[name] = wrap(name, fns[name])
         yield counts
 
 
@@ -306,10 +286,11 @@ def main(argv: list[str] | None = None) -> None:
         if name.startswith(("sample", "unblocked")):
             jax.block_until_ready(fns[name]())
             if name.startswith("sample"):  # its compiled loop alone, called again as it was
-                with capture_chunk_call() as chunk_call:
+                with recorded_calls(sampling_run, "_run_chunk") as calls:
                     jax.block_until_ready(fns[name]())
+                args, kwargs = calls[-1]
                 programs[name.replace("sample", "loop", 1)] = partial(
-                    sampling_run._run_chunk, *chunk_call[0], **chunk_call[1]
+                    sampling_run._run_chunk, *args, **kwargs
                 )
     fns.update(programs)
 

@@ -888,8 +888,7 @@ def _run_chunk_local(
 ) -> tuple[Chains, Any]:
     """:func:`_run_chunk` on one device's chains."""
 
-    def advance(c: Chains, ckey: jax.Array, t: jax.Array) -> tuple[Any, Any, Info]:
-        return _chain_step(target, kernel, c, ckey, t, adapting)
+    advance = partial(_chain_step, target, kernel, adapting=adapting)
 
     def is_finite(state: Any, info: Info) -> jax.Array:
         return jnp.isfinite(info.energy) & jnp.isfinite(info.grad_norm) & _finite(state)

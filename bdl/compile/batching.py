@@ -5,6 +5,10 @@ reads slice ``t mod (n // B)`` of it. The step counter is shared by all chains, 
 branch is a real ``lax.cond`` even under ``vmap`` (the permutation is drawn once per epoch, not
 every step). Each minibatch is a uniformly random subset, so ∇Ũ is unbiased; the n mod B examples
 left out of an epoch change from epoch to epoch.
+
+Every epoch's permutation, the first included, is drawn by the step that starts the epoch: a new
+stream holds a placeholder, so setting a stream up compiles and runs no draw and no sort (the
+step's own branch draws it), and a full-batch stream, which never reads it, never pays for one.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ def epoch_permutation(key: jax.Array, epoch: jax.Array, n: int) -> jax.Array:
 
 
 def init_batch_state(key: jax.Array, n: int) -> BatchState:
-    return BatchState(key, epoch_permutation(key, jnp.int32(0), n))
+    """A stream at the start of epoch 0: its permutation is drawn by step 0."""
+    return BatchState(key, jnp.zeros((n,), jnp.int32))
 
 
 def next_indices(
@@ -42,7 +47,7 @@ def next_indices(
     per_epoch = n // batch_size
     epoch, pos = step // per_epoch, step % per_epoch
     perm = jax.lax.cond(
-        (pos == 0) & (step > 0),
+        pos == 0,
         lambda: epoch_permutation(state.key, epoch, n),
         lambda: state.perm,
     )

@@ -104,3 +104,27 @@ def test_cli_prints_the_summary_and_saves(tmp_path, capsys):
 def test_cli_bad_usage_exits_2(argv, match, capsys):
     assert main(["reference", "linear_regression", *argv]) == 2
     assert match in capsys.readouterr().err
+
+
+def test_hierarchical_hyper_parameters_are_named_and_constrained():
+    """A hierarchical prior's scales are draws like any parameter: ``hyper/<name>/...``,
+    in their constrained space (σ = exp(u))."""
+    prior = bdl.ByPath(
+        {"net/w": bdl.HierarchicalNormal(scale=dist.HalfNormal(1.0), per="input", name="ard")},
+        default=bdl.Normal(1.0),
+    )
+    model = bdl.Model(
+        network=lambda p, x: x @ p["w"],
+        params={"w": jnp.zeros(2)},
+        likelihood=bdl.Gaussian(scale=0.5),
+        prior=prior,
+        name="ard",
+    )
+    ref = bdl.reference(
+        bdl.compile(model, _data()), num_warmup=50, num_samples=50, require_trusted=False
+    )
+    hyper = [name for name in ref.names() if name.startswith("hyper/ard/")]
+    assert hyper, ref.names()
+    for name in hyper:
+        assert np.all(ref[name] > 0) and ref[name].shape[:2] == (4, 50)
+    assert set(ref.mean()) == set(ref.names()) and len(ref.names()) == 1 + len(hyper)

@@ -100,13 +100,21 @@ class ReferenceSamples(Samples):
 
 
 def named_parameters(target: Target, positions: PyTree) -> dict[str, np.ndarray]:
-    """Constrained draws by parameter name from positions with (chain, draw) axes."""
+    """Constrained draws by parameter name from positions with (chain, draw) axes: the
+    network's weights (``net/...``), the likelihood's parameters (``lik/...``) and the
+    hierarchical priors' hyper-parameters (``hyper/<name>/...``)."""
     lead = jax.tree.leaves(positions)[0].shape[:2]
     flat = jax.tree.map(lambda a: np.reshape(a, (-1, *np.shape(a)[2:])), positions)
     if isinstance(target, CompiledModel):
-        constrained = jax.lax.map(target.constrain, flat)
-        if isinstance(constrained, tuple) and len(constrained) == 2:
-            constrained = {"net": constrained[0], "lik": constrained[1]}
+
+        def by_name(position: PyTree) -> dict[str, PyTree]:
+            net, lik = target.constrain(position)
+            named = {"net": net, "lik": lik}
+            if target.hyper_groups:  # hierarchical priors' loc and scale, e.g. hyper/ard/w/scale
+                named["hyper"] = target.constrain_hyper(position)
+            return named
+
+        constrained = jax.lax.map(by_name, flat)
     else:
         constrained = flat
     pairs, _ = jax.tree_util.tree_flatten_with_path(constrained)

@@ -78,8 +78,12 @@ def test_wrapper_delegates_every_protocol_method():
 
 def test_registry_merges_hyper_parameters_over_defaults():
     kernel = bdl.kernels.get("psgld", alpha=0.9)
-    assert kernel.step_size == bdl.kernels.registry.defaults("psgld")["step_size"]
     assert (kernel.history.alpha, kernel.history.eps) == (0.9, 1e-5)
+    # like every hand-designed kernel, pSGLD has no default step size: built without one it
+    # adapts during burn-in
+    assert kernel.step_size is None and bdl.sampling.warmup.needs_adaptation(kernel)
+    learned = bdl.kernels.get("nnsghmc", c=0.02)
+    assert learned.step_size == bdl.kernels.registry.defaults("nnsghmc")["step_size"]
     # a learning rate replaces the default step size and friction instead of clashing with them
     by_rate = bdl.kernels.get("sghmc", learning_rate=0.1, momentum=0.9)
     assert isinstance(by_rate.step_size, bdl.kernels.parameterisation.LearningRate)

@@ -64,7 +64,7 @@ register(
     "psgld",
     psgld,
     "pSGLD (Li et al. 2016): SGLD with RMSprop D = 1/(λ + √V), adapted every step",
-    {"step_size": 1e-6, "alpha": 0.99, "eps": 1e-5},
+    {"alpha": 0.99, "eps": 1e-5},
 )
 register(
     "wenzel",

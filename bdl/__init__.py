@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "Potential": "bdl.dsl",
     "Prior": "bdl.dsl",
     "Samples": "bdl.sampling",
+    "DivergenceWarning": "bdl.sampling",
     "StudentT": "bdl.dsl",
     "compile": "bdl.compile.compiler",
     "enable_compilation_cache": "bdl.compilation_cache",
@@ -55,6 +56,7 @@ __all__ = [
     "CompiledModel",
     "CompiledPotential",
     "Distribution",
+    "DivergenceWarning",
     "Gaussian",
     "HeNormal",
     "HierarchicalNormal",
@@ -131,7 +133,14 @@ if TYPE_CHECKING:  # what type checkers and editors see
         StudentT,
         linear_ramp,
     )
-    from bdl.sampling import Samples, load_samples, make_mesh, merge_samples, sample
+    from bdl.sampling import (
+        DivergenceWarning,
+        Samples,
+        load_samples,
+        make_mesh,
+        merge_samples,
+        sample,
+    )
     from bdl.spec import ModelSpec
     from bdl.validation import validate
     from bdl.validation.reference_draws import reference

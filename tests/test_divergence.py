@@ -1,6 +1,8 @@
 """Divergence is detected, stops the chain, keeps its earlier draws and is reported; the other
 chains go on. Schedules that leave the legal range are rejected before any compilation."""
 
+import warnings
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -18,9 +20,10 @@ def quartic():
 
 def test_one_diverging_chain_is_frozen_and_the_others_go_on():
     init = {"x": jnp.array([[100.0, 100.0], [0.1, 0.0], [0.0, -0.1], [0.2, 0.2]])}
-    s = bdl.sample(
-        quartic(), bdl.kernels.sgld(0.01), num_steps=2_000, thin=10, num_chains=4, init=init
-    )
+    with pytest.warns(bdl.DivergenceWarning, match="1 of 4 chains diverged"):
+        s = bdl.sample(
+            quartic(), bdl.kernels.sgld(0.01), num_steps=2_000, thin=10, num_chains=4, init=init
+        )
     assert s.diverged.tolist() == [True, False, False, False]
     assert 0 <= s.divergence_step[0] < 10 and (s.divergence_step[1:] == -1).all()
     assert np.all(np.isfinite(s.positions["x"]))  # no NaN reaches a draw
@@ -28,6 +31,9 @@ def test_one_diverging_chain_is_frozen_and_the_others_go_on():
     assert "diverged=[0]" in repr(s) and "chain 0 at step" in s.divergence_report()
     healthy = s.flat(healthy=True)["x"]
     assert healthy.shape == (3 * s.num_draws, 2)
+    # by default the valid draws: none of the diverged chain's frozen repeats
+    np.testing.assert_array_equal(s.flat()["x"], healthy)
+    assert s.flat(frozen=True)["x"].shape == (4 * s.num_draws, 2)
     assert 0.5 < float(np.std(healthy)) < 1.0  # the healthy chains sample θ⁴/4 (sd ≈ 0.68)
     stats = s.to_arviz().sample_stats
     assert bool(stats["diverging"][0].all()) and not bool(stats["diverging"][1:].any())
@@ -117,3 +123,22 @@ def test_cli_sample_exits_3_naming_the_diverged_chains(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "2 of 2 chains diverged (chain 0 at step" in err
     assert out.is_file()  # what was collected is saved
+
+
+def test_flat_keeps_a_diverged_chains_draws_before_its_divergence():
+    spec = load_spec("linear_regression")
+    kernel = bdl.kernels.sghmc(step_size=0.3, friction=1.0)
+    with pytest.warns(bdl.DivergenceWarning):
+        s = bdl.sample(spec.compile(), kernel, num_steps=400, thin=1, num_chains=2, seed=2)
+    valid = s.valid
+    assert s.diverged.all() and valid.any() and not valid.all()
+    flat = s.flat()["net"]["w"]
+    assert flat.shape[0] == int(valid.sum())
+    np.testing.assert_array_equal(flat, s.positions["net"]["w"][valid])
+
+
+def test_a_run_without_divergence_issues_no_divergence_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bdl.DivergenceWarning)
+        s = bdl.sample(quartic(), bdl.kernels.sgld(0.01), num_steps=200, num_chains=2)
+    assert not s.diverged.any() and s.flat()["x"].shape == (2 * s.num_draws, 2)

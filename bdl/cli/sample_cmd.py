@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     from bdl.cli.summary import summary_lines
     from bdl.kernels import registry
     from bdl.model_files import load_spec
-    from bdl.sampling import check_output_path, sample
+    from bdl.sampling import DivergenceWarning, check_output_path, sample
     from bdl.sampling import checkpoint as checkpoint_io
     from bdl.sampling import stream as stream_io
 
@@ -228,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         # an interruption is reported below, with what was kept
         warnings.filterwarnings("ignore", "sampling interrupted", UserWarning)
+        warnings.filterwarnings("ignore", category=DivergenceWarning)  # reported below
         samples = sample(
             target,
             kernel,

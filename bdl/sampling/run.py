@@ -42,7 +42,7 @@ from bdl.sampling.checks import check_run, check_schedules, check_start
 from bdl.sampling.layout import CHAIN, Layout, resolve
 from bdl.sampling.progress import Progress
 from bdl.sampling.provenance import run_meta
-from bdl.sampling.samples import Samples
+from bdl.sampling.samples import DivergenceWarning, Samples
 from bdl.sampling.stream import StreamWriter
 from bdl.sampling.stream import check_directory as check_stream
 from bdl.utils import compile_events
@@ -332,6 +332,13 @@ def sample(
     if stream is not None:  # the index's last version: the final status and evaluation
         last = _assemble([], kernel, loop.t, interrupted, loop.chains, meta, evaluation, False)
         stream.write(None, last, loop.chunks)
+    if np.any(result.diverged):
+        warnings.warn(
+            result.divergence_report() + " samples.flat() and the predictive use the valid draws; "
+            "docs/troubleshooting.md says what to change.",
+            DivergenceWarning,
+            stacklevel=2,
+        )
     return result
 
 

@@ -15,6 +15,11 @@ from bdl.sampling.names import leaf_keys, posterior_name
 PyTree = Any
 
 
+class DivergenceWarning(UserWarning):
+    """Issued by :func:`bdl.sample` when a chain diverged: its later draws are not valid
+    (:meth:`Samples.flat` and the predictive leave them out)."""
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Samples:
     """Collected draws.
@@ -95,14 +100,25 @@ class Samples:
             "gradient or state; their draws up to then are kept, later ones excluded."
         )
 
-    def flat(self, what: str = "position", *, healthy: bool = False) -> PyTree:
-        """Draws with chains and draws merged into one leading sample axis (``healthy``: only the
-        chains that never diverged)."""
+    def flat(
+        self, what: str = "position", *, healthy: bool = False, frozen: bool = False
+    ) -> PyTree:
+        """Draws with chains and draws merged into one leading sample axis.
+
+        By default the valid draws (:attr:`valid`): a diverged chain's draws up to its
+        divergence, not the later ones, which repeat its last finite state. ``healthy``: only
+        the chains that never diverged. ``frozen``: every draw, the repeated states included
+        (the ``(chains × draws)`` stack of :attr:`positions`).
+        """
         tree = self.positions if what == "position" else self.extra[what]
         if healthy:
             keep = self.healthy_chains
             tree = jax.tree.map(lambda a: a[keep], tree)
-        return jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), tree)
+        flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), tree)
+        if healthy or frozen or not np.any(self.diverged):
+            return flat
+        valid = self.valid.reshape(-1)
+        return jax.tree.map(lambda a: a[valid], flat)
 
     def posterior_names(self) -> dict[str, list[str]]:
         """ArviZ/NetCDF variable name → the path of the draws it holds, ``[what, *keys]``.

@@ -10,15 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
-from bdl.sampling import Samples, sample
+from bdl.sampling import DivergenceWarning, Samples, sample
 from bdl.sampling.checks import check_run, check_start
 from bdl.utils.arguments import suggestion
 from bdl.validation.compare import Row, compare_functions, compare_parameters
 from bdl.validation.reference import Reference, nuts_reference
+from bdl.validation.reference_draws import ReferenceSamples
 
 
 @dataclasses.dataclass
@@ -64,7 +66,7 @@ def validate(
     num_chains: int = 4,
     seed: int = 0,
     init: Any = "auto",
-    reference: Reference | None = None,
+    reference: Reference | ReferenceSamples | None = None,
     nuts: dict[str, Any] | None = None,
     plot: str | Path | None = None,
     progress: bool = False,
@@ -73,6 +75,8 @@ def validate(
     """Run NUTS (or reuse ``reference``) and ``kernel`` on ``target``, compare, plot.
 
     Args:
+        reference: NUTS draws of ``target`` to compare against instead of running NUTS: a
+            :class:`bdl.validation.Reference`, or what :func:`bdl.reference` returns.
         nuts: keyword arguments for :func:`bdl.validation.nuts_reference` (num_warmup, …).
         plot: where to save the figure (``None``: no figure).
         init: the kernel's start (as :func:`bdl.sample`).
@@ -86,6 +90,7 @@ def validate(
     sample it. The arguments are checked before NUTS runs, so that a bad one fails at once.
     """
     _check(target, kernel, num_steps, burn_in, thin, num_chains, seed, init, nuts, progress)
+    reference = _as_reference(reference, target)
     start = time.perf_counter()
     if reference is None:
         reference = nuts_reference(target, **(nuts or {}))
@@ -93,6 +98,7 @@ def validate(
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "sampling interrupted", UserWarning)  # raised below
+        warnings.filterwarnings("ignore", category=DivergenceWarning)  # a row of the report
         samples = sample(
             target,
             kernel,
@@ -152,6 +158,41 @@ def validate(
         plot_path,
         {"nuts": t_ref, "kernel": t_kernel},
     )
+
+
+def _as_reference(reference: Any, target: Target) -> Reference | None:
+    """``validate(reference=...)`` as a :class:`Reference` (unwrapped from what
+    :func:`bdl.reference` returns), checked against the target's parameters before anything
+    runs: ``TypeError``/``ValueError`` naming the argument."""
+    if reference is None:
+        return None
+    if isinstance(reference, ReferenceSamples):
+        if reference.reference is None:
+            raise ValueError(
+                "validate(reference=...) got reference draws without their NUTS run (loaded "
+                "from a file that does not keep it); pass the bdl.reference(...) result itself, "
+                "or leave reference out to run NUTS."
+            )
+        reference = reference.reference
+    if not isinstance(reference, Reference):
+        raise TypeError(
+            "validate(reference=...) must be NUTS draws of the target: what "
+            f"bdl.reference(compiled) returns, or a bdl.validation.Reference; got "
+            f"{type(reference).__name__}."
+        )
+    expected = jax.tree.structure(target.initial_position)
+    leaves = jax.tree.leaves(reference.positions)
+    shapes_match = jax.tree.structure(reference.positions) == expected and all(
+        tuple(np.shape(a)[2:]) == tuple(np.shape(b))
+        for a, b in zip(leaves, jax.tree.leaves(target.initial_position), strict=True)
+    )
+    if not shapes_match:
+        raise ValueError(
+            f"validate(reference=...) holds draws of other parameters than {target.name}'s: "
+            "it was computed for another model (or another network). Compute it with "
+            "bdl.reference(compiled) on this compiled model, or leave reference out."
+        )
+    return reference
 
 
 #: the options ``nuts=`` may give :func:`nuts_reference`

@@ -720,14 +720,16 @@ class Status(NamedTuple):
 
 class Chains(NamedTuple):
     """Everything the loop carries per chain (leading chain axis): kernel states, minibatch
-    streams, divergence status, adapted (h, γ, M) (``()`` when not adapting) and the warm-up
-    window's running statistics (``()`` outside warm-up)."""
+    streams, divergence status, adapted (h, γ, M) (``()`` when not adapting), the warm-up
+    window's running statistics and warm-up's guard against unstable steps
+    (:class:`warmup.Guard`) (both ``()`` when not adapting)."""
 
     states: Any
     streams: Any
     status: Status
     params: Any = ()
     stats: Any = ()
+    guard: Any = ()
 
 
 @owner_jit
@@ -896,6 +898,11 @@ def _run_chunk_local(
     """:func:`_run_chunk` on one device's chains."""
 
     advance = partial(_chain_step, target, kernel, adapting=adapting)
+    dim = (
+        sum(int(np.prod(x.shape[1:])) for x in jax.tree.leaves(chains.states.z["theta"]))
+        if adapting
+        else 0
+    )
 
     def is_finite(state: Any, info: Info) -> jax.Array:
         return jnp.isfinite(info.energy) & jnp.isfinite(info.grad_norm) & _finite(state)
@@ -903,20 +910,50 @@ def _run_chunk_local(
     def checked_step(c: Chains, ckey: jax.Array, t: jax.Array) -> tuple[Chains, Info]:
         state, stream, info = advance(c, ckey, t)
         ok = is_finite(state, info)
+        if adapting:
+            return guarded_step(c, t, state, stream, info, ok), info
         move = ok & ~c.status.diverged
         state = jax.tree.map(lambda new, old: jnp.where(move, new, old), state, c.states)
-        params, stats, status = c.params, c.stats, c.status
-        if adapting:
-            params = warmup.back_off(params, ok)
-            stats = jax.tree.map(
-                lambda new, old: jnp.where(move, new, old),
-                warmup.accumulate(stats, state.z["theta"]),
-                stats,
-            )
-            failed = params.backoff < 2.0**-40  # nothing is finite at any step size
-        else:
-            failed = ~ok
-        return Chains(state, stream, _mark(status, failed, t), params, stats), info
+        return c._replace(states=state, streams=stream, status=_mark(c.status, ~ok, t)), info
+
+    def guarded_step(
+        c: Chains, t: jax.Array, new: Any, stream: Any, info: Info, ok: jax.Array
+    ) -> Chains:
+        """A warm-up step (:class:`warmup.Guard`): taken when everything is finite and the
+        energy at the current state did not jump; undone (back to the state before the current
+        one) when it jumped or Ũ or ∇Ũ is not finite there; a non-finite new state is rejected.
+        Either failure halves h."""
+        guard = c.guard
+        limit = warmup.energy_jump_limit(guard, target.temperature(t), dim)
+        here_bad = ~(jnp.isfinite(info.energy) & jnp.isfinite(info.grad_norm))
+        here_bad = here_bad | (info.energy - guard.energy > limit)  # False at the start (NaN)
+        ok = ok & ~here_bad
+        live = ~c.status.diverged
+
+        def pick(taken: Any, undone: Any, kept: Any) -> Any:
+            return jax.tree.map(
+                lambda a, b, k: jnp.where(live & ok, a, jnp.where(live & here_bad, b, k)),
+                taken, undone, kept,
+            )  # fmt: skip
+
+        state = pick(new, guard.previous, c.states)
+        # undone: back at the previous state, whose Ũ stays the reference (the next step
+        # compares it with itself on another minibatch)
+        guard = warmup.Guard(
+            pick(c.states, guard.previous, guard.previous),
+            pick(info.energy.astype(guard.energy.dtype), guard.energy, guard.energy),
+            guard.energy_noise,
+        )
+        params = warmup.back_off(c.params, ok)
+        moved = live & ok
+        stats = jax.tree.map(
+            lambda a, b: jnp.where(moved, a, b),
+            warmup.accumulate(c.stats, state.z["theta"]),
+            c.stats,
+        )
+        failed = params.backoff < 2.0**-40  # nothing is finite at any step size
+        status = _mark(c.status, failed, t)
+        return Chains(state, stream, status, params, stats, guard)
 
     def skip_step(c: Chains, ckey: jax.Array, t: jax.Array) -> Chains:
         state, stream, _ = advance(c, ckey, t)
@@ -1083,6 +1120,20 @@ def _noise(target: Target, kernel: Kernel, theta: Any, mass: Any, key: jax.Array
     return warmup.gradient_noise(grads, mass)
 
 
+def _energy_noise(target: Target, kernel: Kernel, theta: Any, key: jax.Array) -> jax.Array:
+    """s_Ũ of :class:`warmup.Guard`: the standard deviation of the minibatch energy across
+    :data:`warmup.ENERGY_NOISE_BATCHES` independent minibatches at θ (0 with full batches)."""
+
+    def energy(k: jax.Array) -> jax.Array:
+        batch, _ = target.next_batch(target.init_batches(k), jnp.zeros((), jnp.int32))
+        return kernel.augment_energy(lambda th: target.stochastic_energy_and_grad(th, batch)[0])(
+            theta
+        )
+
+    energies = jax.vmap(energy)(jax.random.split(key, warmup.ENERGY_NOISE_BATCHES))
+    return jnp.std(energies, ddof=1)
+
+
 def _recipe_grad(target: Target, kernel: Kernel, key: jax.Array) -> Any:
     """∇ of the minibatch energy over the recipe's θ group, on a fresh random minibatch."""
     batch, _ = target.next_batch(target.init_batches(key), jnp.zeros((), jnp.int32))
@@ -1128,12 +1179,13 @@ def _start_adaptation_local(
         params = warmup.params_at(curvature, mass, second, jnp.ones_like(curvature), floor)
         recipe = warmup.innermost(warmup.apply(kernel, params)).recipe
         state = state._replace(z=recipe.readapted(state.z))
-        return state, params, warmup.empty_stats(theta, dense)
+        noise = _energy_noise(target, kernel, theta, jax.random.fold_in(ckey, 4))
+        return state, params, warmup.empty_stats(theta, dense), warmup.start_guard(state, noise)
 
     # one chain at a time: the dense linear algebra of warm-up then gives bitwise the same
     # values however many chains a device holds (a batched Hessian or factorisation need not)
-    states, params, stats = jax.lax.map(lambda a: one(*a), (chains.states, keys))
-    return chains._replace(states=states, params=params, stats=stats)
+    states, params, stats, guard = jax.lax.map(lambda a: one(*a), (chains.states, keys))
+    return chains._replace(states=states, params=params, stats=stats, guard=guard)
 
 
 @owner_jit

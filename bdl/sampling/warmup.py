@@ -79,6 +79,13 @@ STEP_EVERY = 250
 HUTCHINSON_PROBES = 20
 #: largest number of parameters for which the adapted mass is dense
 DENSE_MAX_DIM = 100
+#: a warm-up step after which the minibatch energy Ũ rose by more than
+#: T·(JUMP_NATS + JUMP_PER_SQRT_DIM·√d) + JUMP_NOISE·s_Ũ is undone (:class:`Guard`)
+JUMP_NATS = 1000.0
+JUMP_PER_SQRT_DIM = 10.0
+JUMP_NOISE = 20.0
+#: minibatch energies at the start whose spread s_Ũ sets the guard's noise margin
+ENERGY_NOISE_BATCHES = 8
 
 
 class AdaptParams(NamedTuple):
@@ -108,6 +115,42 @@ class Window(NamedTuple):
 
     length: int
     slow: bool
+
+
+class Guard(NamedTuple):
+    """What warm-up needs to undo a step that went unstable: the kernel state before the
+    current one and its minibatch energy Ũ (NaN at the start), and s_Ũ, the spread of the
+    minibatch energy across minibatches at the start (0 with full batches).
+
+    Along stable dynamics at temperature T, Ũ falls while a chain descends towards the
+    posterior and then fluctuates by about √d·T a step, plus the minibatch noise s_Ũ; beyond
+    the integrator's stability limit it grows by orders of magnitude within a few steps. A step
+    after which Ũ at the new state rose by more than
+    T·(:data:`JUMP_NATS` + :data:`JUMP_PER_SQRT_DIM`·√d) + :data:`JUMP_NOISE`·s_Ũ (Stan calls an
+    energy error of 1000 a divergence), or at which Ũ or ∇Ũ is not finite, is undone: the chain
+    goes back to the state before it and its step size is halved. At T = 0 only non-finite
+    values count. Without it a start where the curvature understates the posterior's (a
+    hierarchical model's scales at a start with weights near zero) let the first steps throw a
+    chain to where the energy overflows, a state no later step could leave. The kinetic energy
+    is left out: a thermostat's (SGNHT's ξ) rises legitimately while a chain descends."""
+
+    previous: Any
+    energy: jax.Array
+    energy_noise: jax.Array
+
+
+def start_guard(state: Any, energy_noise: jax.Array) -> Guard:
+    """The guard at warm-up's start: the start is its own previous state, with no Ũ yet."""
+    nan = jnp.full((), jnp.nan, jnp.float32)
+    return Guard(state, nan, energy_noise.astype(jnp.float32))
+
+
+def energy_jump_limit(guard: Guard, temperature: jax.Array, dim: int) -> jax.Array:
+    """The rise of Ũ over one step beyond which the step is undone (:class:`Guard`)."""
+    scale = JUMP_NATS + JUMP_PER_SQRT_DIM * math.sqrt(dim)
+    return jnp.where(
+        temperature > 0, temperature * scale + JUMP_NOISE * guard.energy_noise, jnp.inf
+    )
 
 
 def innermost(kernel: Kernel) -> RecipeKernel:

@@ -280,3 +280,33 @@ def test_cli_checkpoint_resume_and_extend(tmp_path, capsys):
     np.testing.assert_array_equal(a.positions["net"]["w"], b.positions["net"]["w"])
     np.testing.assert_array_equal(a.info["energy"], b.info["energy"])
     assert a.steps_done == b.steps_done == 900
+    # the extension is recorded: a plain --resume goes on to (here: is already at) 900 steps
+    again = tmp_path / "again.npz"
+    assert main(["sample", "--resume", str(directory), "--out", str(again)]) == 0
+    assert bdl.load_samples(again).steps_done == 900
+
+
+def test_cli_resume_from_another_directory(tmp_path, monkeypatch, capsys):
+    """A model file and the stream's directory are recorded as absolute paths."""
+    model = tmp_path / "mine.py"
+    model.write_text((ROOT / "models" / "linear_regression.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    run = ["sample", "mine.py", "--kernel", "sgld", "--hyper", "step_size=1e-4", "--chains", "1"]
+    assert main([*run, "--steps", "100", "--burn-in", "0", "--checkpoint", "ck"]) == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["sample", "--resume", str(tmp_path / "ck"), "--steps", "150"]) == 0
+    assert "150 steps" in capsys.readouterr().out
+
+
+def test_cli_tuned_hyper_overrides_the_suggestion(capsys):
+    """--tuned with --hyper: the given values over the model's suggestion, a step size dropping a
+    suggested learning rate and momentum; --tuned without a suggestion is refused."""
+    base = ["sample", "mlp_digits", "--steps", "20", "--burn-in", "0", "--thin", "10"]
+    base += ["--chains", "1"]
+    assert main([*base, "--kernel", "sghmc", "--tuned", "--hyper", "step_size=1e-4"]) == 0
+    assert "{'step_size': 0.0001}" in capsys.readouterr().out
+    assert main([*base, "--kernel", "psgld", "--tuned"]) == 2
+    err = capsys.readouterr().err
+    assert "suggests no hyper-parameters for psgld" in err and "sghmc, sgld" in err

@@ -128,3 +128,25 @@ def check_finite(flag: str, value: float, minimum: float = 0.0) -> None:
     """``ValueError`` unless ``value`` is a finite number ≥ ``minimum``."""
     if not (math.isfinite(value) and value >= minimum):
         raise ValueError(f"{flag} {value}: must be a finite number >= {minimum:g}.")
+
+
+def kernel_hyper(
+    model: str, spec: Any, kernel: str, given: dict[str, Any], tuned: bool
+) -> dict[str, Any]:
+    """The hyper-parameters a command builds ``kernel`` with: the ``--hyper`` values; with
+    ``--tuned``, the model file's suggestion for the kernel with the ``--hyper`` values over it (a
+    value of one parameterisation drops the suggestion's values of the other: ``step_size``
+    replaces a suggested ``learning_rate`` and ``momentum``). ``--tuned`` for a kernel the model
+    suggests nothing for is an error naming the kernels it has suggestions for."""
+    if not tuned:
+        return given
+    from bdl.kernels.registry import _compatible_defaults
+
+    suggested = spec.kernel_hyper(kernel)
+    if not suggested:
+        known = ", ".join(sorted(spec.kernels)) or "none"
+        raise ValueError(
+            f"--tuned: {model} suggests no hyper-parameters for {kernel} (it has suggestions "
+            f"for: {known}); leave --tuned out to adapt the kernel, or give --hyper."
+        )
+    return {**_compatible_defaults(suggested, given), **given}

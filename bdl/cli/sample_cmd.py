@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from bdl.cli.options import check_init, check_kernel, check_seed, parse_options, run_lengths
+from bdl.cli.options import (
+    check_init,
+    check_kernel,
+    check_seed,
+    kernel_hyper,
+    parse_options,
+    run_lengths,
+)
 from bdl.utils.trees import leaf_paths
 
 if TYPE_CHECKING:
@@ -212,8 +219,7 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.model, **parse_options(args.option, "--option"))
     lengths = run_lengths(args, spec)
     check_init(args.init, spec)
-    if args.tuned:
-        hyper = {**spec.kernel_hyper(args.kernel), **hyper}
+    hyper = kernel_hyper(args.model, spec, args.kernel, hyper, args.tuned)
     kernel = registry.get(args.kernel, **hyper)
     target = spec.compile()
     steps, burn_in, thin = lengths.steps, lengths.burn_in, lengths.thin
@@ -222,8 +228,8 @@ def run(args: argparse.Namespace) -> int:
         f"{lengths.chains} chains x {steps} steps (burn-in {burn_in}, thin {thin})"
     )
     directory = args.resume or args.checkpoint
-    if args.checkpoint is not None:
-        record_command(args, args.checkpoint, steps, burn_in, thin)
+    if directory is not None:  # a resumed run records its (possibly extended) length
+        record_command(args, directory, steps, burn_in, thin)
     start = time.perf_counter()
     with warnings.catch_warnings():
         # an interruption is reported below, with what was kept
@@ -270,13 +276,18 @@ def run(args: argparse.Namespace) -> int:
         if not samples.interrupted:
             print("no draws were kept (every step was marked as a non-sample); run longer.")
         return 130 if samples.interrupted else 0
+    if args.out is not None:  # first: an interruption while summarising loses nothing
+        samples.save(args.out)
+        print(f"draws written to {args.out}")
     if samples.adapted is not None:
         print("adapted (per chain): " + adapted_line(samples.adapted))
     if samples.healthy_chains.size:
         print("\n".join(summary_lines(target, samples, spec.parameter_labels)))
-    if args.out is not None:
-        samples.save(args.out)
-        print(f"draws written to {args.out}")
+    else:
+        print(
+            "no chain ran to the end without diverging: no summary (the draws before each "
+            "divergence are in samples.valid" + (f", saved in {args.out})." if args.out else ").")
+        )
     return _status(samples)
 
 
@@ -360,9 +371,13 @@ def device_mesh(args: argparse.Namespace) -> Any:
 def record_command(
     args: argparse.Namespace, directory: Path, steps: int, burn_in: int, thin: int
 ) -> None:
-    """Write what ``--resume`` needs to rebuild this run into the checkpoint directory."""
+    """Write what ``--resume`` needs to rebuild this run into the checkpoint directory; paths
+    (a model file, the stream's directory) absolute, so that the run resumes from anywhere."""
     record = {name: getattr(args, name) for name in _RECORDED}
-    record["stream_to"] = None if args.stream_to is None else str(args.stream_to)
+    model = Path(args.model)
+    if model.suffix == ".py" and model.is_file():
+        record["model"] = str(model.resolve())
+    record["stream_to"] = None if args.stream_to is None else str(Path(args.stream_to).resolve())
     record.update(steps=steps, burn_in=burn_in, thin=thin, init=args.init)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RUN_FILE).write_text(json.dumps(record, indent=1))
@@ -389,7 +404,9 @@ def resumed_command(args: argparse.Namespace) -> None:
     for name in (*_RECORDED, "init"):
         given, saved = getattr(args, name), record.get(name)
         if name == "stream_to" and given is not None:
-            given = str(given)
+            given = str(Path(given).resolve())
+        if name == "model" and given is not None and Path(given).suffix == ".py":
+            given = str(Path(given).resolve()) if Path(given).is_file() else given
         flag = "MODEL" if name == "model" else "--" + name.replace("_", "-")
         if given not in (None, False, []) and given != saved:
             raise ValueError(_conflict(flag, given, saved, args.resume))

@@ -15,6 +15,7 @@ from bdl.cli.options import (
     check_init,
     check_kernel,
     check_seed,
+    kernel_hyper,
     parse_options,
     run_lengths,
 )
@@ -77,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.model, **parse_options(args.option, "--option"))
     lengths = run_lengths(args, spec)
     check_init(args.init, spec)
-    if args.tuned:
-        hyper = {**spec.kernel_hyper(args.kernel), **hyper}
+    hyper = kernel_hyper(args.model, spec, args.kernel, hyper, args.tuned)
     kernel = registry.get(args.kernel, **hyper)
     target = spec.compile()
     plot = args.plot or Path("bdl-output") / f"validate_{target.name}_{args.kernel}.png"

@@ -89,6 +89,11 @@ CASES = [
     (["check", "nope"], 2, "kernel 'nope' is not a registered kernel"),
     (["check", "sgld", "--temperature", "-1"], 2, "--temperature -1.0: must be a finite number"),
     (["check", "sgld", "--temperature", "nan"], 2, "--temperature nan: must be a finite"),
+    (
+        ["check", "sgld", "--temperature", "0"],
+        2,
+        "--temperature 0.0: must be a finite number >= 0.01",
+    ),
     (["check", "sgld", "--hyper", "step_size"], 2, "--hyper expects KEY=VALUE"),
     (["check", "sgld", "--hyper", "momentum=0.9"], 2, "momentum"),
     (["check", "sgld", "--seed", "-2"], 2, "--seed -2"),

@@ -84,6 +84,12 @@ REGISTRY = [
         TypeError,
         "check(kernel) needs a kernel object",
     ),
+    case(
+        "check at T = 0",
+        lambda e: kernels.check(kernels.get("sgld", step_size=1e-3), temperature=0.0),
+        ValueError,
+        "check(temperature=...) must be a finite number >= 0.01",
+    ),
 ]
 
 STEP_SIZES = [

@@ -13,16 +13,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--hyper", action="append", metavar="KEY=VALUE", help="kernel hyper-parameter (repeatable)"
     )
-    p.add_argument("--temperature", type=float, default=0.7, help="T at which to check (>= 0)")
+    p.add_argument("--temperature", type=float, default=0.7, help="T at which to check (>= 0.01)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from bdl.kernels import check, registry
+    from bdl.kernels.checker import MIN_TEMPERATURE
 
     check_kernel(args.name, "kernel")
-    check_finite("--temperature", args.temperature)
+    check_finite("--temperature", args.temperature, MIN_TEMPERATURE)
     check_seed(args.seed)
     kernel = registry.get(args.name, **parse_options(args.hyper, "--hyper"))
     report = check(kernel, temperature=args.temperature, seed=args.seed)

@@ -26,6 +26,7 @@ A kernel is **exact** when all hold, otherwise **approximate** with the reasons.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -88,6 +89,10 @@ class Tolerances:
     history: float = 1e-10
 
 
+#: the smallest temperature the checker resolves (SGHMC read as approximate at T = 1e-4)
+MIN_TEMPERATURE = 1e-2
+
+
 def check(
     kernel: Kernel,
     *,
@@ -103,6 +108,13 @@ def check(
         raise TypeError(
             "check(kernel) needs a kernel object, e.g. bdl.kernels.get('sgld', step_size=1e-3); "
             f"got {arguments.shown(kernel)}."
+        )
+    if not (isinstance(temperature, int | float) and MIN_TEMPERATURE <= temperature < math.inf):
+        raise ValueError(
+            f"check(temperature=...) must be a finite number >= {MIN_TEMPERATURE:g}; got "
+            f"{arguments.shown(temperature)}. Γ and the noise enter a step as h·T and √(2hT): "
+            "at smaller T they vanish into the step's rounding and an exact kernel would read as "
+            "approximate (at T = 0 there is nothing to check). The default is 0.7."
         )
     tol = tolerances or Tolerances()
     with jax.enable_x64(True):

@@ -26,6 +26,7 @@ import collections
 import json
 import os
 import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,6 +57,16 @@ class LikeMismatchError(ValueError):
     """``load_samples(like=...)`` was given a pytree whose leaves are not the saved positions'."""
 
 
+def _can_create_in(directory: Path) -> bool:
+    """Whether a file can be created in ``directory``: tried, since permission bits do not tell
+    (root passes ``os.access`` on a read-only mount or ``/proc``)."""
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            return True
+    except OSError:
+        return False
+
+
 def check_output_path(path: str | os.PathLike) -> Path:
     """``path`` as a :class:`~pathlib.Path` if draws can be written there, else ``ValueError``.
 
@@ -79,7 +90,7 @@ def check_output_path(path: str | os.PathLike) -> Path:
             f"{str(path)!r}: directory {str(parent)!r} does not exist; create it first "
             f"(mkdir -p {parent}) or choose another path."
         )
-    if not os.access(parent, os.W_OK | os.X_OK):
+    if not (os.access(parent, os.W_OK | os.X_OK) and _can_create_in(parent)):
         raise ValueError(
             f"{str(path)!r}: directory {str(parent)!r} is not writable; choose a directory you "
             "can write to."

@@ -201,6 +201,12 @@ def run(args: argparse.Namespace) -> int:
             )
     if args.stream_to is not None:
         args.stream_to = Path(args.stream_to)
+        kept_in = args.checkpoint or args.resume
+        if kept_in is not None and Path(kept_in).resolve() == args.stream_to.resolve():
+            raise ValueError(
+                f"--stream-to {args.stream_to} is the checkpoint's directory; the draws need a "
+                "directory of their own."
+            )
         stream_io.check_directory(args.stream_to, resuming=args.resume is not None)
     args.evaluate = args.evaluate or (args.no_keep_draws and args.stream_to is None)
     if args.curve is not None and not args.evaluate:

@@ -16,9 +16,6 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jax
-import numpy as np
-
 from bdl.cli.options import (
     check_init,
     check_kernel,
@@ -27,7 +24,6 @@ from bdl.cli.options import (
     parse_options,
     run_lengths,
 )
-from bdl.utils.trees import leaf_paths
 
 if TYPE_CHECKING:
     from bdl.sampling import Samples
@@ -172,6 +168,8 @@ _RECORDED = (
 
 
 def run(args: argparse.Namespace) -> int:
+    import jax
+
     from bdl.cli.summary import summary_lines
     from bdl.kernels import registry
     from bdl.model_files import load_spec
@@ -298,6 +296,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _status(samples: Samples) -> int:
+    import numpy as np
+
     if samples.interrupted:
         return 130
     if np.any(samples.diverged):
@@ -328,6 +328,8 @@ def save_curve(evaluation: Any, path: Path, title: str) -> None:
 
 def start_processes(args: argparse.Namespace) -> tuple[int, int] | None:
     """``jax.distributed.initialize`` for ``--distributed``; (process index, count), or None."""
+    import jax
+
     explicit = (args.coordinator, args.num_processes, args.process_id)
     if not args.distributed:
         if any(v is not None for v in explicit):
@@ -352,6 +354,8 @@ def process_path(path: Path, index: int, count: int) -> Path:
 
 def device_mesh(args: argparse.Namespace) -> Any:
     """The mesh of ``--devices`` and ``--data-devices`` (None: ``bdl.sample``'s default)."""
+    import jax
+
     from bdl.sampling import make_mesh
 
     data = args.data_devices
@@ -439,6 +443,9 @@ def interruption(samples: Samples, steps: int, burn_in: int) -> str:
 
 def adapted_line(adapted: dict) -> str:
     """The adapted step sizes and frictions, and the mass's range, on one line."""
+    import jax
+    import numpy as np
+
     parts = [
         f"{k} " + " ".join(f"{v:.3g}" for v in np.asarray(adapted[k]))
         for k in ("step_size", "friction")
@@ -451,6 +458,11 @@ def adapted_line(adapted: dict) -> str:
 
 
 def save(samples: Samples, path: Path) -> None:
+    import jax
+    import numpy as np
+
+    from bdl.utils.trees import leaf_paths
+
     if path.suffix == ".nc":
         samples.to_arviz().to_netcdf(str(path))
         return

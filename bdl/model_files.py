@@ -39,6 +39,8 @@ def model_names() -> list[str]:
 def resolve(name_or_path: str) -> Path:
     path = Path(name_or_path)
     if path.suffix == ".py":
+        if path.is_dir():
+            raise FileNotFoundError(f"model file {name_or_path!r} is a directory, not a file.")
         if not path.is_file():
             raise FileNotFoundError(f"model file {name_or_path!r} does not exist.")
         return path

@@ -46,7 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--init",
         default=None,
-        help="start: auto, network, prior, map or fixed (default: the model file's, else auto)",
+        help="start: auto, network, perturbed, prior, map or fixed (default: the model "
+        "file's, else auto)",
     )
     p.add_argument(
         "--tuned",

@@ -37,7 +37,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--thin", type=int, default=None)
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--init", default=None, help="start: auto, network, prior, map or fixed")
+    p.add_argument(
+        "--init", default=None, help="start: auto, network, perturbed, prior, map or fixed"
+    )
     p.add_argument(
         "--tuned", action="store_true", help="use the model file's validated hyper-parameters"
     )

@@ -310,3 +310,26 @@ def test_cli_tuned_hyper_overrides_the_suggestion(capsys):
     assert main([*base, "--kernel", "psgld", "--tuned"]) == 2
     err = capsys.readouterr().err
     assert "suggests no hyper-parameters for psgld" in err and "sghmc, sgld" in err
+
+
+def test_the_parameter_summary_is_in_the_models_constrained_parameters():
+    """A learned noise scale is summarised as σ, not as the log σ the sampler moves in."""
+    import numpyro.distributions as dist
+
+    from bdl.cli.summary import summary_lines
+    from bdl.data import linear_regression
+
+    model = bdl.Model(
+        network=lambda p, x: x @ p["w"],
+        params={"w": jax.numpy.zeros(2)},
+        likelihood=bdl.Gaussian(scale=None, scale_prior=dist.HalfNormal(1.0)),
+    )
+    target = bdl.compile(model, linear_regression(n=40, dim=2, noise_sd=0.5, seed=1))
+    rng = np.random.default_rng(0)
+    positions = {
+        "net": {"w": rng.normal(size=(2, 50, 2)).astype(np.float32)},
+        "lik": {"scale": np.full((2, 50), np.log(0.5), np.float32)},
+    }
+    samples = Samples(positions, {}, {}, np.arange(50), "sgld", 50)
+    line = next(x for x in summary_lines(target, samples) if x.startswith("lik/scale"))
+    assert float(line.split()[1]) == pytest.approx(0.5, rel=1e-5)

@@ -35,8 +35,10 @@ def summary_lines(target: Any, samples: Any, labels: dict[str, Any] | None = Non
     positions = jax.tree.map(lambda a: np.asarray(a)[samples.healthy_chains], samples.positions)
     if default_space(target) == "function":
         lines = function_space_lines(target, positions)
-    else:
-        lines = parameter_space_lines(positions, labels)
+    else:  # in the model's own, constrained parameters (a scale as σ, not log σ)
+        from bdl.validation.reference_draws import named_parameters
+
+        lines = parameter_space_lines(named_parameters(target, positions), labels)
     if isinstance(target, CompiledModel) and target.x_test is not None:
         from bdl.evaluation import test_metrics
 

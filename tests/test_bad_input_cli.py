@@ -47,6 +47,11 @@ CASES = [
     ([*LR, "--checkpoint", "{tmp}/other.toml"], 2, "is a file"),
     ([*LR, "--checkpoint-every", "-1"], 2, "--checkpoint-every must be >= 0"),
     ([*LR, "--checkpoint", "{tmp}/ck", "--stream-to", "{tmp}/ck"], 2, "checkpoint's directory"),
+    (
+        ["sample", "linear_regression", "--kernel", "sghmc", "--burn-in", "10"],
+        2,
+        "--burn-in 10 is too short to adapt",
+    ),
     ([*LR, "--init", "bogus"], 2, "--init 'bogus': the start of a model is one of auto"),
     (["sample", "two_mode", "--kernel", "sgld", "--init", "prior"], 2, "a potential is one of"),
     ([*LR, "--hyper", "step_size"], 2, "--hyper expects KEY=VALUE"),

@@ -150,3 +150,17 @@ def kernel_hyper(
             f"for: {known}); leave --tuned out to adapt the kernel, or give --hyper."
         )
     return {**_compatible_defaults(suggested, given), **given}
+
+
+def check_adaptable(kernel: Any, burn_in: int) -> None:
+    """A kernel built without a step size adapts during burn-in, which needs at least
+    :data:`bdl.sampling.warmup.MIN_BURN_IN` steps: else ``ValueError`` naming the flags, before
+    the model is compiled."""
+    from bdl.sampling import warmup
+
+    if warmup.needs_adaptation(kernel) and burn_in < warmup.MIN_BURN_IN:
+        raise ValueError(
+            f"--burn-in {burn_in} is too short to adapt {kernel.name}'s step size and mass (at "
+            f"least {warmup.MIN_BURN_IN} steps); give a longer --burn-in, or a step size with "
+            "--hyper step_size=... (or --tuned for the model file's)."
+        )

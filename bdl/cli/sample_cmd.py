@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bdl.cli.options import (
+    check_adaptable,
     check_init,
     check_kernel,
     check_seed,
@@ -226,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
     check_init(args.init, spec)
     hyper = kernel_hyper(args.model, spec, args.kernel, hyper, args.tuned)
     kernel = registry.get(args.kernel, **hyper)
+    check_adaptable(kernel, lengths.burn_in)
     target = spec.compile()
     steps, burn_in, thin = lengths.steps, lengths.burn_in, lengths.thin
     print(

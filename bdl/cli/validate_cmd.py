@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bdl.cli.options import (
     at_least,
+    check_adaptable,
     check_init,
     check_kernel,
     check_seed,
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     check_init(args.init, spec)
     hyper = kernel_hyper(args.model, spec, args.kernel, hyper, args.tuned)
     kernel = registry.get(args.kernel, **hyper)
+    check_adaptable(kernel, lengths.burn_in)
     target = spec.compile()
     plot = args.plot or Path("bdl-output") / f"validate_{target.name}_{args.kernel}.png"
     try:

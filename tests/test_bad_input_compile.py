@@ -145,7 +145,8 @@ COMPILE = [
         "negative label",
         lambda e: bdl.compile(_model(bdl.Categorical(), 3), (e.x, _with(e.labels, 0, -1))),
         ValueError,
-        "labels y must lie in [0, 2]",
+        "labels y must lie in [0, 2] for a network with 3 output logits; found labels in [-1, 2]. "
+        "Map them to 0, …, K−1",
     ),
     case(
         "fractional labels",

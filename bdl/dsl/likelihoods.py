@@ -231,9 +231,14 @@ class Categorical(Likelihood):
         k = output_shape[1]
         lo, hi = int(y.min()), int(y.max())
         if lo < 0 or hi >= k:
+            fix = (
+                "Map them to 0, …, K−1 (e.g. np.unique(y, return_inverse=True)[1])"
+                if lo < 0
+                else f"Fix the labels or give the network {hi + 1} outputs"
+            )
             raise ValueError(
                 f"labels y must lie in [0, {k - 1}] for a network with {k} output logits; found "
-                f"labels in [{lo}, {hi}]. Fix the labels or give the network {hi + 1} outputs."
+                f"labels in [{lo}, {hi}]. {fix}."
             )
 
 

@@ -87,7 +87,7 @@ def test_ctrl_c_during_validation_exits_130(monkeypatch, capsys):
     monkeypatch.setattr(validate_module, "nuts_reference", lambda *a, **k: None)
     monkeypatch.setattr(validate_module, "sample", lambda *a, **k: fake_samples(3, 120))
     args = ["validate", "linear_regression", "--kernel", "sgld", "--steps", "300"]
-    assert main([*args, "--burn-in", "100"]) == 130
+    assert main([*args, "--burn-in", "100", "--hyper", "step_size=1e-4"]) == 130
     assert capsys.readouterr().err.strip().endswith("bdl validate: interrupted.")
 
 
@@ -248,7 +248,7 @@ def test_network_sample_prints_the_function_space_summary(monkeypatch, capsys):
     monkeypatch.setattr("bdl.spec.ModelSpec.compile", lambda self: target)
     monkeypatch.setattr("bdl.sampling.sample", lambda *a, **k: samples)
     args = ["sample", "regression_1d", "--kernel", "sgld", "--steps", "12", "--burn-in", "0"]
-    assert main([*args, "--thin", "1", "--chains", "2"]) == 0
+    assert main([*args, "--thin", "1", "--chains", "2", "--hyper", "step_size=1e-4"]) == 0
     out = capsys.readouterr().out
     assert "function space" in out and "Dense_0" not in out
 

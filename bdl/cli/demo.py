@@ -9,12 +9,13 @@ beside NUTS's and an SGD point estimate.
 from __future__ import annotations
 
 import argparse
-import tempfile
+import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bdl.cli.options import check_seed
+from bdl.utils.files import can_create_in
 
 if TYPE_CHECKING:
     from bdl.compile.compiled_model import CompiledModel
@@ -57,15 +58,13 @@ def run(args: argparse.Namespace) -> int:
         raise NotADirectoryError(
             f"--out-dir {args.out_dir} is a file; pass a directory for the demo's figures."
         )
-    try:  # the figures are written at the end: find out now whether they can be
+    # the figures are written at the end: find out now whether they can be
+    with contextlib.suppress(OSError):
         args.out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=args.out_dir):
-            pass
-    except OSError as err:
+    if not can_create_in(args.out_dir):
         raise ValueError(
-            f"--out-dir {args.out_dir}: cannot write there ({err.strerror}); pass a directory "
-            "you can write to."
-        ) from None
+            f"--out-dir {args.out_dir}: cannot write there; pass a directory you can write to."
+        )
     spec = load_spec("logistic_breast_cancer")
     target = spec.compile()
     print(f"bdl demo: {spec.description}; prior N(0, 1), T = 1, minibatch {spec.batch_size}\n")

@@ -140,7 +140,7 @@ def kernel_hyper(
     suggests nothing for is an error naming the kernels it has suggestions for."""
     if not tuned:
         return given
-    from bdl.kernels.registry import _compatible_defaults
+    from bdl.kernels import registry
 
     suggested = spec.kernel_hyper(kernel)
     if not suggested:
@@ -149,7 +149,7 @@ def kernel_hyper(
             f"--tuned: {model} suggests no hyper-parameters for {kernel} (it has suggestions "
             f"for: {known}); leave --tuned out to adapt the kernel, or give --hyper."
         )
-    return {**_compatible_defaults(suggested, given), **given}
+    return registry.merge(suggested, given)
 
 
 def check_adaptable(kernel: Any, burn_in: int) -> None:

@@ -79,8 +79,14 @@ def get(name: str, **hyper: Any) -> Kernel:
     """
     entry = _entry(name)
     _check_names(name, entry.factory, hyper)
-    merged = {**_compatible_defaults(entry.defaults, hyper), **hyper}
-    return entry.factory(**merged)
+    return entry.factory(**merge(entry.defaults, hyper))
+
+
+def merge(defaults: dict[str, Any], hyper: dict[str, Any]) -> dict[str, Any]:
+    """``hyper`` over ``defaults``, where a value of one parameterisation drops the defaults of
+    the others (``learning_rate`` and ``momentum`` replace a default ``step_size`` and
+    ``friction``): the registry's defaults, or a model file's suggestion."""
+    return {**_compatible_defaults(defaults, hyper), **hyper}
 
 
 def _compatible_defaults(default: dict[str, Any], hyper: dict[str, Any]) -> dict[str, Any]:

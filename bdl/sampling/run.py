@@ -50,6 +50,7 @@ from bdl.utils.convolutions import canonical_convolutions, convolves_on_cpu
 from bdl.utils.identity_map import PairMemo
 from bdl.utils.owner_jit import owner_jit
 from bdl.utils.rng import initialisation_draws
+from bdl.utils.trees import tree_size
 
 PyTree = Any
 _CHUNK_BYTES = 128 * 2**20  # host-transfer buffer per chunk
@@ -898,11 +899,6 @@ def _run_chunk_local(
     """:func:`_run_chunk` on one device's chains."""
 
     advance = partial(_chain_step, target, kernel, adapting=adapting)
-    dim = (
-        sum(int(np.prod(x.shape[1:])) for x in jax.tree.leaves(chains.states.z["theta"]))
-        if adapting
-        else 0
-    )
 
     def is_finite(state: Any, info: Info) -> jax.Array:
         return jnp.isfinite(info.energy) & jnp.isfinite(info.grad_norm) & _finite(state)
@@ -924,33 +920,28 @@ def _run_chunk_local(
         one) when it jumped or Ũ or ∇Ũ is not finite there; a non-finite new state is rejected.
         Either failure halves h."""
         guard = c.guard
+        dim = tree_size(c.states.z["theta"])
         limit = warmup.energy_jump_limit(guard, target.temperature(t), dim)
         here_bad = ~(jnp.isfinite(info.energy) & jnp.isfinite(info.grad_norm))
         here_bad = here_bad | (info.energy - guard.energy > limit)  # False at the start (NaN)
         ok = ok & ~here_bad
         live = ~c.status.diverged
+        taken, undone = live & ok, live & here_bad
 
-        def pick(taken: Any, undone: Any, kept: Any) -> Any:
-            return jax.tree.map(
-                lambda a, b, k: jnp.where(live & ok, a, jnp.where(live & here_bad, b, k)),
-                taken, undone, kept,
-            )  # fmt: skip
+        def where(mask: jax.Array, a: Any, b: Any) -> Any:
+            return jax.tree.map(lambda x, y: jnp.where(mask, x, y), a, b)
 
-        state = pick(new, guard.previous, c.states)
+        state = where(taken, new, where(undone, guard.previous, c.states))
         # undone: back at the previous state, whose Ũ stays the reference (the next step
         # compares it with itself on another minibatch)
+        energy = info.energy.astype(guard.energy.dtype)
         guard = warmup.Guard(
-            pick(c.states, guard.previous, guard.previous),
-            pick(info.energy.astype(guard.energy.dtype), guard.energy, guard.energy),
+            where(taken, c.states, guard.previous),
+            where(taken, energy, guard.energy),
             guard.energy_noise,
         )
         params = warmup.back_off(c.params, ok)
-        moved = live & ok
-        stats = jax.tree.map(
-            lambda a, b: jnp.where(moved, a, b),
-            warmup.accumulate(c.stats, state.z["theta"]),
-            c.stats,
-        )
+        stats = where(taken, warmup.accumulate(c.stats, state.z["theta"]), c.stats)
         failed = params.backoff < 2.0**-40  # nothing is finite at any step size
         status = _mark(c.status, failed, t)
         return Chains(state, stream, status, params, stats, guard)
@@ -1123,22 +1114,20 @@ def _noise(target: Target, kernel: Kernel, theta: Any, mass: Any, key: jax.Array
 def _energy_noise(target: Target, kernel: Kernel, theta: Any, key: jax.Array) -> jax.Array:
     """s_Ũ of :class:`warmup.Guard`: the standard deviation of the minibatch energy across
     :data:`warmup.ENERGY_NOISE_BATCHES` independent minibatches at θ (0 with full batches)."""
-
-    def energy(k: jax.Array) -> jax.Array:
-        batch, _ = target.next_batch(target.init_batches(k), jnp.zeros((), jnp.int32))
-        return kernel.augment_energy(lambda th: target.stochastic_energy_and_grad(th, batch)[0])(
-            theta
-        )
-
-    energies = jax.vmap(energy)(jax.random.split(key, warmup.ENERGY_NOISE_BATCHES))
+    keys = jax.random.split(key, warmup.ENERGY_NOISE_BATCHES)
+    energies = jax.vmap(lambda k: _recipe_energy(target, kernel, k)(theta))(keys)
     return jnp.std(energies, ddof=1)
+
+
+def _recipe_energy(target: Target, kernel: Kernel, key: jax.Array) -> Any:
+    """The minibatch energy over the recipe's θ group, on a fresh random minibatch."""
+    batch, _ = target.next_batch(target.init_batches(key), jnp.zeros((), jnp.int32))
+    return kernel.augment_energy(lambda theta: target.stochastic_energy_and_grad(theta, batch)[0])
 
 
 def _recipe_grad(target: Target, kernel: Kernel, key: jax.Array) -> Any:
     """∇ of the minibatch energy over the recipe's θ group, on a fresh random minibatch."""
-    batch, _ = target.next_batch(target.init_batches(key), jnp.zeros((), jnp.int32))
-    energy = kernel.augment_energy(lambda theta: target.stochastic_energy_and_grad(theta, batch)[0])
-    return jax.grad(energy)
+    return jax.grad(_recipe_energy(target, kernel, key))
 
 
 @owner_jit

@@ -26,7 +26,6 @@ import collections
 import json
 import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,7 +37,7 @@ import numpy as np
 
 from bdl.sampling.names import join_name, key_name, leaf_keys, posterior_name, split_name
 from bdl.sampling.samples import Samples
-from bdl.utils.files import atomic_path
+from bdl.utils.files import atomic_path, can_create_in
 
 PyTree = Any
 FORMAT = "bdl.Samples"
@@ -55,16 +54,6 @@ class SamplesFileError(ValueError):
 
 class LikeMismatchError(ValueError):
     """``load_samples(like=...)`` was given a pytree whose leaves are not the saved positions'."""
-
-
-def _can_create_in(directory: Path) -> bool:
-    """Whether a file can be created in ``directory``: tried, since permission bits do not tell
-    (root passes ``os.access`` on a read-only mount or ``/proc``)."""
-    try:
-        with tempfile.TemporaryFile(dir=directory):
-            return True
-    except OSError:
-        return False
 
 
 def check_output_path(path: str | os.PathLike) -> Path:
@@ -90,7 +79,7 @@ def check_output_path(path: str | os.PathLike) -> Path:
             f"{str(path)!r}: directory {str(parent)!r} does not exist; create it first "
             f"(mkdir -p {parent}) or choose another path."
         )
-    if not (os.access(parent, os.W_OK | os.X_OK) and _can_create_in(parent)):
+    if not (os.access(parent, os.W_OK | os.X_OK) and can_create_in(parent)):
         raise ValueError(
             f"{str(path)!r}: directory {str(parent)!r} is not writable; choose a directory you "
             "can write to."

@@ -30,6 +30,16 @@ def atomic_path(path: Path) -> Iterator[Path]:
         raise
 
 
+def can_create_in(directory: Path) -> bool:
+    """Whether a file can be created in ``directory``: tried, since permission bits do not tell
+    (root passes ``os.access`` on a read-only mount or ``/proc``)."""
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            return True
+    except OSError:
+        return False
+
+
 def _umask() -> int:
     mask = os.umask(0o22)
     os.umask(mask)

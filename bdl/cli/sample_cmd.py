@@ -387,13 +387,17 @@ def record_command(
     """Write what ``--resume`` needs to rebuild this run into the checkpoint directory; paths
     (a model file, the stream's directory) absolute, so that the run resumes from anywhere."""
     record = {name: getattr(args, name) for name in _RECORDED}
-    model = Path(args.model)
-    if model.suffix == ".py" and model.is_file():
-        record["model"] = str(model.resolve())
+    record["model"] = _absolute_model(args.model)
     record["stream_to"] = None if args.stream_to is None else str(Path(args.stream_to).resolve())
     record.update(steps=steps, burn_in=burn_in, thin=thin, init=args.init)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RUN_FILE).write_text(json.dumps(record, indent=1))
+
+
+def _absolute_model(model: str) -> str:
+    """MODEL as recorded: a model file's absolute path, a model's name as it is."""
+    path = Path(model)
+    return str(path.resolve()) if path.suffix == ".py" and path.is_file() else model
 
 
 def resumed_command(args: argparse.Namespace) -> None:
@@ -418,8 +422,8 @@ def resumed_command(args: argparse.Namespace) -> None:
         given, saved = getattr(args, name), record.get(name)
         if name == "stream_to" and given is not None:
             given = str(Path(given).resolve())
-        if name == "model" and given is not None and Path(given).suffix == ".py":
-            given = str(Path(given).resolve()) if Path(given).is_file() else given
+        if name == "model" and given is not None:
+            given = _absolute_model(given)
         flag = "MODEL" if name == "model" else "--" + name.replace("_", "-")
         if given not in (None, False, []) and given != saved:
             raise ValueError(_conflict(flag, given, saved, args.resume))

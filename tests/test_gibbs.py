@@ -111,11 +111,11 @@ def test_draws_happen_every_k_steps_and_the_inner_steps_are_unchanged():
             jnp.asarray(1e-2),
             jnp.asarray(1.0),
         )
-        lam = state.z["theta"]["hyper"]["lam"]["precision"]
+        lam = state.inner.z["theta"]["hyper"]["lam"]["precision"]
         lam_plain = plain.z["theta"]["hyper"]["lam"]["precision"]
         assert (t % 3 == 0) != bool(jnp.allclose(lam, lam_plain)), t
-        np.testing.assert_allclose(state.z["theta"]["net"]["w"], plain.z["theta"]["net"]["w"])
-        plain = plain._replace(z=state.z)  # continue the plain kernel from the Gibbs state
+        np.testing.assert_allclose(state.inner.z["theta"]["net"]["w"], plain.z["theta"]["net"]["w"])
+        plain = plain._replace(z=state.inner.z)  # continue the plain kernel from the Gibbs state
 
 
 def test_composition_by_name_and_refusals():

@@ -71,7 +71,7 @@ def test_gibbs_variant_is_not_checkable():
     """A recipe step on θ | θ_a then an exact draw θ_a | θ: no single SDE, so no verdict."""
     report = bdl.kernels.check(entropy(sgld(1e-3), eta=0.7, variant="gibbs"))
     assert not report.exact
-    assert report.reasons == ["state has no recipe variables z: cannot be checked"]
+    assert report.reasons == ["no recipe declared"]
 
 
 # ------------------------------------------------------------------------------ entropy basics

@@ -12,7 +12,11 @@ methods fall into four concerns, each an abstract class here, and :class:`Kernel
 * :class:`Collection` — ``position(state)`` (θ) and ``collect(state)``: what a draw holds
   (``{"position": θ}``, plus e.g. the Entropy-MCMC guide or the momentum);
 * :class:`Checkable` — what the stationarity checker reads: ``recipe_at(state)``, the recipe the
-  next step discretises, and ``augment_energy(U)``, the energy over the recipe's θ group.
+  next step discretises, and ``augment_energy(U)``, the energy over the recipe's θ group;
+* :class:`Adaptable` — what warm-up adaptation reads and sets: ``recipe_kernel()``, the recipe
+  kernel inside any wrappers, ``with_recipe_kernel(k)``, this kernel around another one, and
+  ``recipe_state(state)`` / ``with_recipe_state(state, inner)``, that kernel's state inside this
+  kernel's (a wrapper that keeps state of its own, such as a step counter, unwraps it here).
 
 Wrappers (cyclical steps, Entropy-MCMC, Wenzel et al.'s schedules) derive from
 :class:`bdl.kernels.wrapper.Wrapper`, which delegates every method of this protocol.
@@ -109,7 +113,31 @@ class Checkable(eqx.Module):
         """U over the recipe's θ group given U over the model's θ (Entropy-MCMC: the joint)."""
 
 
-class Kernel(Transition, Phases, Collection, Checkable):
+class Adaptable(eqx.Module):
+    """What warm-up adaptation (:mod:`bdl.sampling.warmup`) reads and sets, without knowing how
+    wrappers nest or what state they keep."""
+
+    @abc.abstractmethod
+    def recipe_kernel(self) -> Kernel | None:
+        """The :class:`~bdl.kernels.recipe_kernel.RecipeKernel` this kernel steps (inside any
+        wrappers); ``None`` for a kernel that is not built on one."""
+
+    @abc.abstractmethod
+    def with_recipe_kernel(self, kernel: Kernel) -> Kernel:
+        """This kernel with its recipe kernel replaced by ``kernel`` (e.g. the adapted one)."""
+
+    @abc.abstractmethod
+    def recipe_state(self, state: Any) -> Any:
+        """The recipe kernel's state inside ``state`` (a
+        :class:`~bdl.kernels.recipe_kernel.RecipeState`: its groups z, θ the recipe's θ group,
+        and gradient history)."""
+
+    @abc.abstractmethod
+    def with_recipe_state(self, state: Any, inner: Any) -> Any:
+        """``state`` with the recipe kernel's state replaced by ``inner``."""
+
+
+class Kernel(Transition, Phases, Collection, Checkable, Adaptable):
     """A sampling kernel: every concern of the protocol (module docstring)."""
 
 

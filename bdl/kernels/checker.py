@@ -39,7 +39,6 @@ from bdl.kernels.base import Kernel
 from bdl.kernels.blocks import as_block, matvec
 from bdl.kernels.gibbs import Gibbs
 from bdl.kernels.recipe import Context, Recipe, drift, hamiltonian_grad
-from bdl.kernels.recipe_kernel import RecipeState
 from bdl.utils import arguments
 from bdl.utils.owner_jit import owner_jit
 
@@ -143,18 +142,19 @@ def _check(
         state = kernel.init(theta, k_init)
         for i in range(3):  # populate any gradient history
             state, _ = _step(kernel, jax.random.fold_in(k_warm, i), state, grad_fn, 1e-3, T)
-        if not isinstance(state, RecipeState):
+        if kernel.recipe_kernel() is None:
             return CheckReport(
                 kernel.name,
                 "approximate",
-                ["state has no recipe variables z: cannot be checked"],
+                ["not built on a recipe kernel: cannot be checked"],
                 {},
             )
         recipe = kernel.recipe_at(state)
         if recipe is None:
             return CheckReport(kernel.name, "approximate", ["no recipe declared"], {})
-        z = _randomise(state.z, k_z)
-        state = state._replace(z=z)
+        inner = kernel.recipe_state(state)
+        z = _randomise(inner.z, k_z)
+        state = kernel.with_recipe_state(state, inner._replace(z=z))
         a = jax.device_get(_analyse(recipe, joint_energy, z, jnp.asarray(T)))
 
         d_mat, q_mat, jac = a["D"], a["Q"], a["kinetic_jacobian"]
@@ -345,7 +345,8 @@ def _step_jit(kernel: Kernel, key: jax.Array, state: Any, grad_fn: Any, h: Any, 
 
 def _delta_fn(kernel: Kernel, state: Any, grad_fn: Any, h: Any, T: Any, key: jax.Array) -> Any:
     new, _ = kernel.step(key, state, grad_fn, h, T)
-    return ravel_pytree(new.z)[0] - ravel_pytree(state.z)[0]
+    after, before = kernel.recipe_state(new).z, kernel.recipe_state(state).z
+    return ravel_pytree(after)[0] - ravel_pytree(before)[0]
 
 
 _delta_jit = owner_jit(_delta_fn)

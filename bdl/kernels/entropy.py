@@ -39,6 +39,7 @@ import jax.numpy as jnp
 
 from bdl.kernels.base import EnergyAndGrad, Info, Kernel
 from bdl.kernels.recipe import Recipe
+from bdl.kernels.recipe_kernel import RecipeState
 from bdl.kernels.wrapper import Wrapper, base_kernel, check_inner
 from bdl.utils.trees import tree_normal_like
 
@@ -84,7 +85,7 @@ def conditional_energy_and_grad(
     return fn
 
 
-class GibbsState(NamedTuple):
+class GuideState(NamedTuple):
     """Gibbs-like Entropy-MCMC: the inner kernel's state over θ, and the guide θ_a."""
 
     inner: Any
@@ -123,7 +124,7 @@ class EntropyMCMC(Wrapper):
         guide = jax.tree.map(jnp.array, position)
         if self.variant == "joint":
             return self.inner.init(joint_position(position, guide), key)
-        return GibbsState(self.inner.init(position, key), guide)
+        return GuideState(self.inner.init(position, key), guide)
 
     def step(
         self,
@@ -143,7 +144,7 @@ class EntropyMCMC(Wrapper):
         scale = jnp.sqrt(self.eta * temperature)
         noise = tree_normal_like(k_guide, theta)
         guide = jax.tree.map(lambda x, e: x + scale * e, theta, noise)
-        return GibbsState(inner, guide), info
+        return GuideState(inner, guide), info
 
     def recipe_at(self, state: Any) -> Recipe | None:
         # the joint variant discretises the inner recipe over the joint position; the Gibbs
@@ -152,13 +153,30 @@ class EntropyMCMC(Wrapper):
 
     def augment_energy(self, energy_fn: Any) -> Any:
         """U_joint over the joint position ``{"position": θ, "guide": θ_a}`` (then the inner
-        kernel's own augmentation, if any)."""
+        kernel's own augmentation, if any). The Gibbs variant's recipe moves θ alone under
+        U(θ) + ‖θ − θ_a‖²/(2η) for the current guide; its energy over θ is given here with the
+        guide at 0, which has the same Hessian (what warm-up reads) for every guide."""
         eta = float(self.eta)
+        if self.variant != "joint":
+
+            def conditional(theta: PyTree) -> jax.Array:
+                squares = sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(theta))
+                return energy_fn(theta) + squares / (2 * eta)
+
+            return self.inner.augment_energy(conditional)
 
         def joint(j: dict[str, PyTree]) -> jax.Array:
             return energy_fn(j["position"]) + _coupling(j["position"], j["guide"])[1] / (2 * eta)
 
         return self.inner.augment_energy(joint)
+
+    def recipe_state(self, state: Any) -> RecipeState:
+        return self.inner.recipe_state(state if self.variant == "joint" else state.inner)
+
+    def with_recipe_state(self, state: Any, inner: RecipeState) -> Any:
+        if self.variant == "joint":
+            return self.inner.with_recipe_state(state, inner)
+        return state._replace(inner=self.inner.with_recipe_state(state.inner, inner))
 
     def _joint_of(self, state: Any) -> dict[str, PyTree]:
         if self.variant == "joint":

@@ -28,7 +28,7 @@ The momentum of u is kept: under exp(−H/T) it is independent of θ.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -104,6 +104,14 @@ def conditional_precision(
     return jnp.where(hot, draw, shape / rate)
 
 
+class GibbsState(NamedTuple):
+    """The inner kernel's state and the number of steps taken (a draw follows every
+    ``every``-th)."""
+
+    inner: Any
+    count: jax.Array
+
+
 class Gibbs(Wrapper):
     """``inner`` with an exact Gibbs draw of every conjugate Gamma precision after every
     ``every``-th step (Chen et al. 2014, Sec. 5).
@@ -114,8 +122,8 @@ class Gibbs(Wrapper):
         every: k ≥ 1, steps of ``inner`` between Gibbs draws.
 
     The conjugate groups are read from the model at :meth:`bind` (``bdl.sample`` binds);
-    a model with none raises there. The step counter lives beside the inner kernel's gradient
-    history in its :class:`~bdl.kernels.recipe_kernel.RecipeState`.
+    a model with none raises there. The state is a :class:`GibbsState`: the inner kernel's
+    and the number of steps taken.
     """
 
     every: int = eqx.field(static=True, default=1)
@@ -147,42 +155,39 @@ class Gibbs(Wrapper):
             net_treedef=target.net_treedef,
         )
 
-    # the state: the inner RecipeState with history (inner history, steps taken)
-    @staticmethod
-    def _inner(state: RecipeState) -> RecipeState:
-        return RecipeState(state.z, state.history[0])
-
-    def init(self, position: PyTree, key: jax.Array) -> RecipeState:
+    def init(self, position: PyTree, key: jax.Array) -> GibbsState:
         state = self.inner.init(position, key)
-        theta = state.z.get("theta") if isinstance(state, RecipeState) else None
+        inner = self.inner.recipe_kernel()
+        theta = None if inner is None else self.inner.recipe_state(state).z.get("theta")
         if theta is None or jax.tree.structure(theta) != jax.tree.structure(position):
             raise ValueError(
                 f"gibbs: the inner kernel {self.inner.name} does not sample the model's position "
                 "as its θ (Entropy-MCMC samples a joint position); wrap the kernel inside it, "
                 "e.g. entropy(gibbs(sghmc(...))) is not supported, gibbs(sghmc(...)) is."
             )
-        return RecipeState(state.z, (state.history, jnp.zeros((), jnp.int32)))
+        return GibbsState(state, jnp.zeros((), jnp.int32))
 
     def step(
         self,
         key: jax.Array,
-        state: RecipeState,
+        state: GibbsState,
         energy_and_grad: EnergyAndGrad,
         step_size: jax.Array,
         temperature: jax.Array,
-    ) -> tuple[RecipeState, Info]:
+    ) -> tuple[GibbsState, Info]:
         k_inner, k_gibbs = jax.random.split(key)
-        inner, info = self.inner.step(
-            k_inner, self._inner(state), energy_and_grad, step_size, temperature
-        )
-        count = state.history[1] + 1
-        z = inner.z
+        inner, info = self.inner.step(k_inner, state.inner, energy_and_grad, step_size, temperature)
+        count = state.count + 1
         if self.groups:
+            recipe_state = self.inner.recipe_state(inner)
+            z = recipe_state.z
             drawn = self.draw(k_gibbs, z["theta"], temperature)
             due = jnp.mod(count, self.every) == 0
             theta = jax.tree.map(lambda new, old: jnp.where(due, new, old), drawn, z["theta"])
-            z = {**z, "theta": theta}
-        return RecipeState(z, (inner.history, count)), info
+            inner = self.inner.with_recipe_state(
+                inner, recipe_state._replace(z={**z, "theta": theta})
+            )
+        return GibbsState(inner, count), info
 
     def draw(self, key: jax.Array, position: PyTree, temperature: jax.Array) -> PyTree:
         """``position`` with every conjugate precision drawn from its conditional at T."""
@@ -200,14 +205,20 @@ class Gibbs(Wrapper):
         return {**position, "hyper": new_hyper}
 
     # the protocol on the inner state
-    def position(self, state: RecipeState) -> PyTree:
-        return self.inner.position(self._inner(state))
+    def position(self, state: GibbsState) -> PyTree:
+        return self.inner.position(state.inner)
 
-    def collect(self, state: RecipeState) -> dict[str, PyTree]:
-        return self.inner.collect(self._inner(state))
+    def collect(self, state: GibbsState) -> dict[str, PyTree]:
+        return self.inner.collect(state.inner)
 
-    def recipe_at(self, state: RecipeState) -> Recipe | None:
-        return self.inner.recipe_at(self._inner(state))
+    def recipe_at(self, state: GibbsState) -> Recipe | None:
+        return self.inner.recipe_at(state.inner)
+
+    def recipe_state(self, state: GibbsState) -> RecipeState:
+        return self.inner.recipe_state(state.inner)
+
+    def with_recipe_state(self, state: GibbsState, inner: RecipeState) -> GibbsState:
+        return state._replace(inner=self.inner.with_recipe_state(state.inner, inner))
 
 
 def gibbs(base: str | Kernel = "sghmc", *, every: int = 1, **base_hyper: Any) -> Gibbs:

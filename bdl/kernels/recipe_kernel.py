@@ -167,6 +167,19 @@ class RecipeKernel(Kernel):
     def augment_energy(self, energy_fn: Callable[[PyTree], jax.Array]) -> Any:
         return energy_fn
 
+    # ----------------------------------------------------------------------------- adaptation
+    def recipe_kernel(self) -> RecipeKernel:
+        return self
+
+    def with_recipe_kernel(self, kernel: RecipeKernel) -> RecipeKernel:
+        return kernel
+
+    def recipe_state(self, state: RecipeState) -> RecipeState:
+        return state
+
+    def with_recipe_state(self, state: RecipeState, inner: RecipeState) -> RecipeState:
+        return inner
+
 
 def _check_diagonals(recipe: Recipe, position: PyTree, name: str) -> None:
     """A pytree-valued constant diagonal (``friction=``, ``mass=``) has the positions' structure

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
 from bdl.kernels.base import EnergyAndGrad, Info, Kernel
 from bdl.kernels.recipe import Recipe
+
+if TYPE_CHECKING:
+    from bdl.kernels.recipe_kernel import RecipeKernel, RecipeState
 
 PyTree = Any
 
@@ -67,6 +70,19 @@ class Wrapper(Kernel):
 
     def augment_energy(self, energy_fn: Callable[[PyTree], jax.Array]) -> Any:
         return self.inner.augment_energy(energy_fn)
+
+    # adaptation
+    def recipe_kernel(self) -> RecipeKernel | None:
+        return self.inner.recipe_kernel()
+
+    def with_recipe_kernel(self, kernel: RecipeKernel) -> Wrapper:
+        return dataclasses.replace(self, inner=self.inner.with_recipe_kernel(kernel))
+
+    def recipe_state(self, state: Any) -> RecipeState:
+        return self.inner.recipe_state(state)
+
+    def with_recipe_state(self, state: Any, inner: RecipeState) -> Any:
+        return self.inner.with_recipe_state(state, inner)
 
 
 def check_inner(inner: Any, wrapper: str) -> None:

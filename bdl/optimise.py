@@ -2,8 +2,10 @@
 
 The optimiser sees exactly what the samplers see: the compiled model's on-device minibatches and
 its unbiased minibatch gradient, divided by n so that learning rates mean what they mean in deep
-learning. Used for the SGD baseline of ``bdl demo`` and the deep-ensemble members of the
-held-out evaluation (``benchmarks/heldout_eval.py``).
+learning. :func:`minimise` is defined with the compiled model (:mod:`bdl.compile.minimise`),
+whose ``init="map"`` starts from it; :func:`minimise_many` trains a deep ensemble. Used for the
+SGD baseline of ``bdl demo`` and the deep-ensemble members of the held-out evaluation
+(``benchmarks/heldout_eval.py``).
 """
 
 from __future__ import annotations
@@ -11,51 +13,19 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import optax
 
-from bdl.compile.compiled_model import CompiledModel
-from bdl.compile.positions import check_position
+from bdl.compile.minimise import check_arguments, minimise
 from bdl.compile.target import Target
-from bdl.sampling.chain import run_chain
-from bdl.utils import arguments
-from bdl.utils.convolutions import canonical_convolutions, convolves_on_cpu
+from bdl.utils.convolutions import convolves_on_cpu
+
+__all__ = ["minimise", "minimise_many"]
 
 PyTree = Any
 
 
-def minimise(
-    compiled: CompiledModel,
-    optimizer: optax.GradientTransformation,
-    position: PyTree,
-    key: jax.Array,
-    num_steps: int,
-) -> PyTree:
-    """``num_steps`` optimiser steps from ``position`` (:func:`bdl.sampling.chain.run_chain`);
-    ``key`` draws the minibatch order. Pure: jit it, or ``vmap`` it over positions and keys for
-    an ensemble.
-
-    The arguments are checked first (structure and shapes only, so that it still traces under
-    ``jit`` and ``vmap``): ``TypeError``/``ValueError`` naming the argument.
-    """
-    _check(compiled, optimizer, position, key, num_steps)
-    n = compiled.n
-
-    def step(carry: Any, t: jax.Array) -> tuple[Any, None]:
-        params, opt_state, stream = carry
-        batch, stream = compiled.next_batch(stream, t)
-        _, grad = compiled.stochastic_energy_and_grad(params, batch)
-        updates, opt_state = optimizer.update(jax.tree.map(lambda g: g / n, grad), opt_state)
-        return (optax.apply_updates(params, updates), opt_state, stream), None
-
-    init = (position, optimizer.init(position), compiled.init_batches(key))
-    step = canonical_convolutions(step) if convolves_on_cpu(compiled) else step
-    (params, _, _), _ = run_chain(step, init, 0, num_steps)
-    return params
-
-
 def minimise_many(
-    compiled: CompiledModel,
+    compiled: Target,
     optimizer: optax.GradientTransformation,
     positions: PyTree,
     keys: jax.Array,
@@ -70,36 +40,7 @@ def minimise_many(
         return minimise(compiled, optimizer, position, key, num_steps)
 
     first = jax.tree.map(lambda a: a[0], (positions, keys))
-    _check(compiled, optimizer, *first, num_steps)
+    check_arguments(compiled, optimizer, *first, num_steps)
     if convolves_on_cpu(compiled):
         return jax.lax.map(lambda pk: one(*pk), (positions, keys))
     return jax.vmap(one)(positions, keys)
-
-
-def _check(compiled: Any, optimizer: Any, position: PyTree, key: Any, num_steps: Any) -> None:
-    if not isinstance(compiled, Target):
-        raise TypeError(
-            "minimise() needs a compiled target from bdl.compile(...); got "
-            f"{arguments.shown(compiled)}."
-        )
-    if not isinstance(optimizer, optax.GradientTransformation):
-        raise TypeError(
-            "minimise(optimizer=...) must be an Optax optimiser, e.g. optax.adam(1e-3); got "
-            f"{arguments.shown(optimizer)}."
-        )
-    typed = isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
-    raw = isinstance(key, jax.Array) and key.dtype == jnp.uint32 and key.shape == (2,)
-    if not ((typed and key.shape == ()) or raw):
-        raise TypeError(
-            f"minimise(key=...) must be one JAX key, e.g. jax.random.key(0); got "
-            f"{arguments.shown(key)}."
-        )
-    arguments.integer(num_steps, "minimise(num_steps=...)", 0)
-    check_position(
-        position,
-        compiled.initial_position,
-        None,
-        compiled.OWNER,
-        name="minimise(position=...)",
-        chain_axis=False,
-    )

@@ -30,7 +30,7 @@ from _common import digits_mlp, environment, recorded_calls, while_loops
 from step_overhead import make_scans
 
 import bdl
-from bdl.sampling import run as sampling_run
+from bdl.sampling import program
 
 KERNELS = {
     "sghmc": {"step_size": 1e-3, "friction": 1.0},
@@ -42,12 +42,12 @@ KERNELS = {
 def sample_program_text(compiled: Any, kernel: Any, steps: int) -> str:
     """Optimised HLO of the compiled loop that ``bdl.sample`` runs for ``steps`` steps, one
     draw (taken from its third call)."""
-    with recorded_calls(sampling_run, "_compiled_chunk") as calls:
+    with recorded_calls(program, "run_chunk") as calls:
         for _ in range(3):
             run = bdl.sample(compiled, kernel, num_steps=steps, thin=steps, progress=False)
             jax.block_until_ready(run.positions)
     args, kwargs = calls[-1]
-    return sampling_run._compiled_chunk._jitted.lower(*args, **kwargs).compile().compiled.as_text()
+    return program.lower_chunk(*args, **kwargs).compile().compiled.as_text()
 
 
 def median_time(fn: Any, *args: Any, repeats: int = 7) -> float:

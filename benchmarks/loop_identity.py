@@ -21,7 +21,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 
 import jax
 import numpy as np
@@ -31,13 +30,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import digits_mlp, environment
 
 import bdl
-from bdl.sampling import run as sampling_run
+from bdl.sampling import FixedChunks, LoopOptions
+from bdl.sampling.loop_options import default_block
 
 #: (num_steps, burn_in, thin, num_chains) of the runs compared
 RUNS = ((8, 0, 2, 2), (40, 0, 4, 2), (200, 0, 10, 2), (700, 300, 10, 4))
 
 
-def run(compiled: Any, steps: int, burn_in: int, thin: int, chains: int) -> tuple[Any, Any]:
+def run(
+    compiled: Any, steps: int, burn_in: int, thin: int, chains: int, loop: Any = None
+) -> tuple[Any, Any]:
     kernel = bdl.kernels.get("sghmc", step_size=1e-3, friction=1.0)
     s = bdl.sample(
         compiled,
@@ -47,6 +49,7 @@ def run(compiled: Any, steps: int, burn_in: int, thin: int, chains: int) -> tupl
         thin=thin,
         num_chains=chains,
         progress=False,
+        loop=loop,
     )
     theta = np.concatenate([np.ravel(x) for x in jax.tree.leaves(s.positions)])
     return theta, np.asarray(s.info["energy"])
@@ -54,22 +57,19 @@ def run(compiled: Any, steps: int, burn_in: int, thin: int, chains: int) -> tupl
 
 def main() -> None:
     print(f"# loop_identity: {environment()}")
-    print(f"# loop block on this backend: {sampling_run.loop_block()}")
     compiled = digits_mlp()
+    print(f"# loop block on this backend: {default_block()}")
     t0 = time.perf_counter()
-    sizer = sampling_run._ChunkSizer
+    variants = {
+        "calls of 3 steps": LoopOptions(chunks=FixedChunks(3)),
+        "unblocked loop": LoopOptions(block=1),
+    }
     for settings in RUNS:
         base = run(compiled, *settings)
-        short_calls = patch.multiple(
-            sizer, FIRST=3, _reached={}, record=lambda self, steps, seconds: None
-        )
-        unblocked = patch.object(sampling_run, "loop_block", lambda: 1)
-        variants = {"calls of 3 steps": short_calls, "unblocked loop": unblocked}
         steps, burn_in, thin, chains = settings
         print(f"{steps} steps (burn-in {burn_in}, thin {thin}, {chains} chains):")
-        for name, patcher in variants.items():
-            with patcher:
-                theta, energy = run(compiled, *settings)
+        for name, loop in variants.items():
+            theta, energy = run(compiled, *settings, loop=loop)
             same = np.array_equal(theta, base[0]) and np.array_equal(energy, base[1])
             diff = max(np.max(np.abs(theta - base[0])), np.max(np.abs(energy - base[1])))
             print(f"  {name:<18} bitwise identical: {same}   largest |difference|: {diff:.3g}")

@@ -38,7 +38,6 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 
 import jax
 import jax.numpy as jnp
@@ -58,7 +57,8 @@ from _common import (
 )
 
 import bdl
-from bdl.sampling import run as sampling_run
+from bdl.sampling import LoopOptions, program
+from bdl.sampling.loop_options import default_block
 from bdl.utils.convolutions import canonical_convolutions
 
 TARGET_RATIO = 1.05
@@ -175,10 +175,17 @@ def first_sample_call(
     return wall, c1 - c0, s1 - s0
 
 
-def with_unblocked_loop(fn: Any) -> Any:
-    """``fn()`` with ``bdl.sample``'s loop run one step per iteration (``loop_block`` 1)."""
-    with patch.object(sampling_run, "loop_block", lambda: 1):
-        return jax.block_until_ready(fn())
+def loop_alone(args: tuple, kwargs: dict) -> Any:
+    """A call of the compiled loop as ``bdl.sample`` made it (``run_chunk(*args, **kwargs)``),
+    repeatable: each call gets the draw buffers the last one returned (they are donated)."""
+    state = {"kwargs": kwargs}
+
+    def call() -> Any:
+        chains, buffers = program.run_chunk(*args, **state["kwargs"])
+        state["kwargs"] = {**state["kwargs"], "buffers": buffers}
+        return chains
+
+    return call
 
 
 @contextlib.contextmanager
@@ -186,7 +193,7 @@ def count_chunk_calls(fns: dict[str, Any]) -> Iterator[dict[str, list[int]]]:
     """Wraps the ``bdl.sample`` candidates of ``fns`` in place to count, per call, how many
     calls of the compiled loop (chunks) it made; yields ``{name: [count per call]}``."""
     counts: dict[str, list[int]] = {}
-    with recorded_calls(sampling_run, "_run_chunk") as calls:
+    with recorded_calls(program, "run_chunk") as calls:
 
         def wrap(name: str, fn: Any) -> Any:
             def call() -> Any:
@@ -239,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--steps must be >= 2, --repeats >= 1 and --batch-size >= 1")
     S, R = args.steps, args.repeats
     counter = CompileCounter.install()
-    unblocked = args.unblocked and sampling_run.loop_block() > 1
+    unblocked = args.unblocked and default_block() > 1
 
     print(f"# step_overhead: {environment()}")
     compiled = digits_mlp(batch_size=args.batch_size)
@@ -274,24 +281,19 @@ def main(argv: list[str] | None = None) -> None:
         fns[f"sample:{name}"] = lambda run=run: run(num_steps=S, thin=S).positions
         fns[f"sample1:{name}"] = lambda run=run: run(num_steps=1, thin=1).positions
         if unblocked:
-            fns[f"unblocked:{name}"] = lambda run=run: with_unblocked_loop(
-                lambda: run(num_steps=S, thin=S).positions
-            )
-            fns[f"unblocked1:{name}"] = lambda run=run: with_unblocked_loop(
-                lambda: run(num_steps=1, thin=1).positions
-            )
+            flat = partial(run, loop=LoopOptions(block=1))  # one step per loop iteration
+            fns[f"unblocked:{name}"] = lambda run=flat: run(num_steps=S, thin=S).positions
+            fns[f"unblocked1:{name}"] = lambda run=flat: run(num_steps=1, thin=1).positions
     programs = {}
     for name in list(fns):  # bdl.sample's variants compiled before the timed rounds (on an
         # accelerator a 1-step call with thin 1 is a program of its own)
         if name.startswith(("sample", "unblocked")):
             jax.block_until_ready(fns[name]())
             if name.startswith("sample"):  # its compiled loop alone, called again as it was
-                with recorded_calls(sampling_run, "_run_chunk") as calls:
+                with recorded_calls(program, "run_chunk") as calls:
                     jax.block_until_ready(fns[name]())
                 args, kwargs = calls[-1]
-                programs[name.replace("sample", "loop", 1)] = partial(
-                    sampling_run._run_chunk, *args, **kwargs
-                )
+                programs[name.replace("sample", "loop", 1)] = loop_alone(args, kwargs)
     fns.update(programs)
 
     c_before, _ = counter.snapshot()

@@ -60,12 +60,12 @@ def test_ctrl_c_during_burn_in_says_there_are_no_draws(monkeypatch, capsys, tmp_
 
 def test_ctrl_c_in_the_real_loop_during_burn_in(monkeypatch, capsys):
     """The first compiled chunk raises KeyboardInterrupt, as Ctrl-C there would."""
-    import bdl.sampling.run as run_module
+    import bdl.sampling.program as program
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(run_module, "_run_chunk", interrupted)
+    monkeypatch.setattr(program, "run_chunk", interrupted)
     assert main([*LR, *SHORT]) == 130
     err = capsys.readouterr().err
     assert "interrupted after 0 of 300 steps (during burn-in): no draws yet" in err

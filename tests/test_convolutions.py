@@ -135,10 +135,11 @@ class _Net(nn.Module):
         return nn.Dense(3)(h.reshape(h.shape[0], -1))
 
 
-def test_convolutional_chains_in_turn_give_the_draws_of_chains_under_vmap(monkeypatch) -> None:
-    """On the CPU a CNN's chains run one after another (``lax.map``); their draws equal those of
-    the same chains under ``vmap`` (same seed), up to float reassociation."""
-    import bdl.sampling.run as run
+def test_convolutional_chains_in_turn_give_the_draws_of_chains_under_vmap() -> None:
+    """On the CPU a CNN's chains run one after another (``lax.map``) by default; their draws
+    equal those of the same chains under ``vmap`` (same seed), up to float reassociation."""
+    from bdl.sampling import LoopOptions
+    from bdl.sampling.loop_options import resolve
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(64, 12)).astype(np.float32)
@@ -146,25 +147,17 @@ def test_convolutional_chains_in_turn_give_the_draws_of_chains_under_vmap(monkey
     model = bdl.Model(network=_Net(), likelihood=bdl.Categorical(), prior=bdl.Normal(1.0))
     compiled = bdl.compile(model, (x, y), batch_size=16)
     kernel = bdl.kernels.get("sghmc", learning_rate=0.01, momentum=0.9)
+    assert resolve(None, compiled, ()).chains_in_turn  # the default for a CNN on the CPU
 
-    def draws():
+    def draws(loop=None):
         out = bdl.sample(
-            compiled, kernel, num_chains=3, num_steps=40, thin=10, seed=3, progress=False
-        )
+            compiled, kernel, num_chains=3, num_steps=40, thin=10, seed=3, progress=False,
+            loop=loop,
+        )  # fmt: skip
         return jax.tree.leaves(out.positions)
 
-    calls = []
-    sequential = run.sequential_chains
-    monkeypatch.setattr(
-        run, "sequential_chains", lambda *a: calls.append(sequential(*a)) or calls[-1]
-    )
     in_turn = draws()
-    assert calls and all(calls)  # the CNN's chains did run in turn
-    jax.clear_caches()  # the loop is traced again, now under vmap
-    vmap_calls = []
-    monkeypatch.setattr(run, "sequential_chains", lambda *a: vmap_calls.append(1) and False)
-    vmapped = draws()
-    assert vmap_calls
+    vmapped = draws(LoopOptions(chains_in_turn=False))
     for a, b in zip(in_turn, vmapped, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     assert not np.allclose(in_turn[0][0], in_turn[0][1])  # the chains differ

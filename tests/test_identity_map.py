@@ -1,7 +1,6 @@
 """Results remembered per pair of objects, by identity, and forgotten with the objects."""
 
 import gc
-import importlib
 
 import jax
 import jax.numpy as jnp
@@ -10,8 +9,6 @@ import pytest
 
 import bdl
 from bdl.utils.identity_map import PairMemo
-
-run_module = importlib.import_module("bdl.sampling.run")
 
 
 class Thing:
@@ -76,4 +73,3 @@ def test_a_repeated_sample_call_traces_its_checks_once(monkeypatch):
     assert traced == []
     bdl.sample(target, kernel, num_steps=2, seed=1, num_chains=3, progress=False)
     assert traced  # new state shapes: the draws' size is traced again
-    assert len(run_module._DRAW_SIZES.get_or_compute(kernel, target, dict)) == 2

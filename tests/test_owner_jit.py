@@ -6,9 +6,6 @@ import gc
 import equinox as eqx
 import jax.numpy as jnp
 
-import bdl
-from bdl.kernels import sghmc
-from bdl.model_files import load_spec
 from bdl.utils.owner_jit import MAX_RELEASED, OwnerJit
 
 
@@ -48,17 +45,3 @@ def test_a_live_owner_recompiles_after_a_clear_and_gives_the_same_value():
     gc.collect()
     assert float(jitted(kept, jnp.ones(()))) == before
     assert jitted.cache_size() == 1
-
-
-def test_sampling_many_targets_holds_a_bounded_number_of_programs(monkeypatch):
-    """A plain module-level ``eqx.filter_jit`` would hold one sampling program per target."""
-    from bdl.sampling.run import _compiled_chunk
-
-    monkeypatch.setattr(_compiled_chunk, "_max_released", 2)
-    _compiled_chunk.clear_cache()
-    for seed in range(5):
-        target = load_spec("two_mode").compile()
-        bdl.sample(target, sghmc(0.1, 1.0), num_steps=20, num_chains=2, seed=seed)
-        del target
-        gc.collect()
-    assert 0 < _compiled_chunk.cache_size() <= 3

@@ -21,7 +21,9 @@ from numpyro.distributions.transforms import biject_to
 from bdl.augment.base import Augmentation, augment_batch
 from bdl.compile.batching import BatchState, init_batch_state, next_indices
 from bdl.compile.data_fields import check_fields_given
+from bdl.compile.minimise import minimise
 from bdl.compile.positions import broadcast_position
+from bdl.compile.predictive import predictive
 from bdl.compile.target import Target
 from bdl.dsl import hierarchical
 from bdl.dsl.hierarchical import HierarchicalLeaf, HyperGroup
@@ -310,8 +312,6 @@ class CompiledModel(Target):
         """The BMA predictive distribution at ``x``: mean, sd, quantiles and the
         aleatoric/epistemic split for regressors; probabilities, predictive entropy and mutual
         information for classifiers (:func:`bdl.compile.predictive.predictive`)."""
-        from bdl.compile.predictive import predictive
-
         return predictive(self, positions, x, fields=fields, quantiles=quantiles)
 
     def log_predictive(
@@ -399,8 +399,6 @@ class CompiledModel(Target):
             )
 
     def _map_start(self, key: jax.Array, num_chains: int) -> PyTree:
-        from bdl.optimise import minimise  # the optimiser loop runs on this model
-
         k_start, k_opt = jax.random.split(key)
         start = self.init_positions(k_start, num_chains, "auto")
         optimizer = optax.adam(MAP_LEARNING_RATE)

@@ -23,19 +23,20 @@ H[p] = −Σ_c p_c log p_c:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import xlogy
 
+from bdl.compile.data_fields import check_fields_given
 from bdl.utils.owner_jit import owner_jit
 
-if TYPE_CHECKING:
-    from bdl.compile.compiled_model import CompiledModel
-
 PyTree = Any
+#: a :class:`bdl.compile.compiled_model.CompiledModel`, whose ``predictive`` method calls this
+#: module (so this module does not import it)
+Compiled = Any
 
 #: bisection steps of the mixture quantile: the bracket shrinks by 2⁻⁶⁰, below float32's ulp
 BISECTION_STEPS = 60
@@ -79,12 +80,22 @@ class ClassificationPredictive(NamedTuple):
     mutual_information: jax.Array
 
 
-def flatten_draws(compiled: CompiledModel, positions: Any) -> PyTree:
-    """Positions with any number of leading draw axes (``(draws, …)``, ``(chains, draws, …)``)
-    or a :class:`bdl.Samples` (its valid draws) as one ``(K, …)`` stack."""
-    from bdl.sampling.samples import Samples
+@runtime_checkable
+class Draws(Protocol):
+    """What the predictive reads of a :class:`bdl.Samples` (the sampling layer's result, above
+    this one): the draws ``(chains, draws, …)`` and which of them are valid ``(chains, draws)``."""
 
-    if isinstance(positions, Samples):
+    @property
+    def positions(self) -> PyTree: ...
+
+    @property
+    def valid(self) -> np.ndarray: ...
+
+
+def flatten_draws(compiled: Compiled, positions: Any) -> PyTree:
+    """Positions with any number of leading draw axes (``(draws, …)``, ``(chains, draws, …)``)
+    or a :class:`bdl.Samples` (its valid draws: any :class:`Draws`) as one ``(K, …)`` stack."""
+    if isinstance(positions, Draws):
         valid = np.asarray(positions.valid).reshape(-1)
         flat = flatten_draws(compiled, positions.positions)
         return jax.tree.map(lambda a: a[valid], flat)
@@ -111,7 +122,7 @@ def flatten_draws(compiled: CompiledModel, positions: Any) -> PyTree:
     return jax.tree.map(lambda a: jnp.reshape(jnp.asarray(a), (-1, *np.shape(a)[lead:])), positions)
 
 
-def _distribution(compiled: CompiledModel, position: PyTree, x: jax.Array, fields: dict) -> Any:
+def _distribution(compiled: Compiled, position: PyTree, x: jax.Array, fields: dict) -> Any:
     net, lik = compiled.constrain(position)
     out = compiled.adapter.apply(net, x)
     if out.ndim == compiled.y_train.ndim + 1 and out.shape[-1] == 1:
@@ -120,7 +131,7 @@ def _distribution(compiled: CompiledModel, position: PyTree, x: jax.Array, field
 
 
 def predictive(
-    compiled: CompiledModel,
+    compiled: Compiled,
     positions: Any,
     x: Any,
     *,
@@ -140,8 +151,6 @@ def predictive(
     The draws are mapped one at a time (memory grows with K·m, not with the network's
     activations), the statistics are vectorised over inputs and draws.
     """
-    from bdl.compile.data_fields import check_fields_given
-
     flat = flatten_draws(compiled, positions)
     x = jnp.asarray(x, compiled.x_train.dtype)
     if x.shape[1:] != compiled.x_train.shape[1:]:
@@ -170,7 +179,7 @@ def _entropy(p: jax.Array) -> jax.Array:
 
 
 def _classification(
-    compiled: CompiledModel, flat: PyTree, x: jax.Array, fields: dict
+    compiled: Compiled, flat: PyTree, x: jax.Array, fields: dict
 ) -> ClassificationPredictive:
     probs = jax.lax.map(lambda p: _one_probs(compiled, p, x, fields), flat)  # (K, m, C)
     mean = jnp.mean(probs, axis=0)
@@ -179,13 +188,13 @@ def _classification(
     return ClassificationPredictive(mean, total, expected, total - expected)
 
 
-def _one_probs(compiled: CompiledModel, position: PyTree, x: jax.Array, fields: dict) -> jax.Array:
+def _one_probs(compiled: Compiled, position: PyTree, x: jax.Array, fields: dict) -> jax.Array:
     net, lik = compiled.constrain(position)
     return compiled.likelihood.mean(compiled.adapter.apply(net, x), {**lik, **fields})
 
 
 def _regression(
-    compiled: CompiledModel,
+    compiled: Compiled,
     flat: PyTree,
     x: jax.Array,
     fields: dict,
@@ -212,7 +221,7 @@ _regression_jit = owner_jit(_regression)
 
 
 def _mixture_quantiles(
-    compiled: CompiledModel,
+    compiled: Compiled,
     flat: PyTree,
     x: jax.Array,
     fields: dict,

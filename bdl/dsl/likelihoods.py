@@ -6,12 +6,14 @@ sampled jointly with the network weights, unconstrained through NumPyro's transf
 likelihood may also read known per-example quantities from the data set (a measurement error σ_i
 per target): it names them in :attr:`Likelihood.fields`, and they reach :meth:`distribution` in
 ``params`` under those names, minibatched with x and y.
+
+The base class :class:`Likelihood` is defined in :mod:`bdl.dsl.numpyro_likelihood` (with
+``Likelihood.from_numpyro``) and importable from here too.
 """
 
 from __future__ import annotations
 
-import abc
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -19,84 +21,8 @@ import numpy as np
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
+from bdl.dsl.numpyro_likelihood import Likelihood, check_batch, per_example
 from bdl.utils import arguments
-
-
-def _match_output(output: jax.Array, y: jax.Array) -> jax.Array:
-    """Drop a trailing singleton output axis when the targets have none: (n, 1) vs (n,)."""
-    if output.ndim == y.ndim + 1 and output.shape[-1] == 1:
-        return output[..., 0]
-    return output
-
-
-def _sum_event(lp: jax.Array) -> jax.Array:
-    return lp.reshape(lp.shape[0], -1).sum(-1) if lp.ndim > 1 else lp
-
-
-class Likelihood(abc.ABC):
-    """Base class: ``distribution(output, params)`` defines p(y | output, params).
-
-    Subclasses set ``task`` (``"classification"`` or ``"regression"``) and implement
-    :meth:`distribution` and :meth:`check`. ``param_priors`` maps the name of each learned
-    likelihood parameter to its NumPyro prior; ``param_init`` gives its initial constrained value.
-    """
-
-    task: ClassVar[str]
-
-    @property
-    def param_priors(self) -> dict[str, dist.Distribution]:
-        return {}
-
-    @property
-    def param_init(self) -> dict[str, float]:
-        return {}
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        """Names of the per-example data fields this likelihood reads (e.g. ``("sigma",)``)."""
-        return ()
-
-    @abc.abstractmethod
-    def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
-        """p(y | output, params) for a batch; ``output`` already matched to ``y``'s shape."""
-
-    @abc.abstractmethod
-    def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
-        """Raise ``ValueError`` naming the argument when outputs/targets cannot fit together."""
-
-    def log_prob(
-        self, output: jax.Array, y: jax.Array, params: dict[str, jax.Array] | None = None
-    ) -> jax.Array:
-        """Per-example log-likelihood log p(y_i | f(x_i), φ), shape ``(batch,)``."""
-        output = _match_output(output, y)
-        return _sum_event(self.distribution(output, params or {}).log_prob(y))
-
-    def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
-        """Predictive mean E[y | f(x), φ] (class probabilities for classifiers)."""
-        return self.distribution(output, params or {}).mean
-
-    @classmethod
-    def from_numpyro(
-        cls,
-        distribution: Any,
-        link: Any = None,
-        *,
-        outputs: dict[str, Any] | None = None,
-        parameter: str | None = None,
-        task: str | None = None,
-        **fixed: Any,
-    ) -> Likelihood:
-        """Any NumPyro distribution as a likelihood (the network output feeds its first
-        parameter through ``link``); see :class:`bdl.dsl.numpyro_likelihood.FromNumPyro`."""
-        from bdl.dsl.numpyro_likelihood import FromNumPyro
-
-        return FromNumPyro(
-            distribution, link, outputs=outputs, parameter=parameter, task=task, **fixed
-        )
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
-        return f"{type(self).__name__}({fields})"
 
 
 def _check_scale_prior(name: str, prior: dist.Distribution) -> dist.Distribution:
@@ -168,12 +94,6 @@ def _scale(name: str, scale: Any) -> float | str | None:
         ) from None
 
 
-def per_example(value: jax.Array, output: jax.Array) -> jax.Array:
-    """A per-example field of shape (batch,) broadcast against an output (batch, d, ...)."""
-    value = jnp.asarray(value)
-    return value.reshape(value.shape + (1,) * (output.ndim - value.ndim))
-
-
 def _resolve_scale(scale: float | str | None, output: jax.Array, params: dict) -> Any:
     if scale is None:
         return params["scale"]
@@ -182,16 +102,8 @@ def _resolve_scale(scale: float | str | None, output: jax.Array, params: dict) -
     return scale
 
 
-def _check_batch(output_shape: tuple[int, ...], y: np.ndarray) -> None:
-    if len(output_shape) == 0 or output_shape[0] != y.shape[0]:
-        raise ValueError(
-            f"network output has shape {output_shape} but the targets y have {y.shape[0]} "
-            "examples: the network must map a batch of inputs to one output row per example."
-        )
-
-
 def _check_regression(name: str, output_shape: tuple[int, ...], y: np.ndarray) -> None:
-    _check_batch(output_shape, y)
+    check_batch(output_shape, y)
     matched = (
         output_shape[:-1]
         if len(output_shape) == y.ndim + 1 and output_shape[-1] == 1
@@ -217,7 +129,7 @@ class Categorical(Likelihood):
         return jax.nn.softmax(output, axis=-1)
 
     def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
-        _check_batch(output_shape, y)
+        check_batch(output_shape, y)
         if len(output_shape) != 2:
             raise ValueError(
                 f"Categorical likelihood needs network outputs of shape (batch, num_classes); got "
@@ -256,7 +168,7 @@ class Bernoulli(Likelihood):
         return jnp.stack([1.0 - p, p], axis=-1)
 
     def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
-        _check_batch(output_shape, y)
+        check_batch(output_shape, y)
         if not (len(output_shape) == 1 or (len(output_shape) == 2 and output_shape[1] == 1)):
             raise ValueError(
                 f"Bernoulli likelihood needs one logit per example, output shape (batch,) or "

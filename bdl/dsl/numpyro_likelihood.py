@@ -1,4 +1,9 @@
-"""A likelihood from any NumPyro distribution: ``bdl.Likelihood.from_numpyro``.
+"""The likelihood interface, and a likelihood from any NumPyro distribution.
+
+Every likelihood is a NumPyro distribution of ``y`` given the network output: :class:`Likelihood`
+is their base class (the families of :mod:`bdl.dsl.likelihoods` derive from it), and
+:class:`FromNumPyro` is ``bdl.Likelihood.from_numpyro``, which makes one of any distribution.
+Both live here because the base class builds the latter.
 
 The network output, through a link, is the distribution's first parameter (or the one named by
 ``parameter=``); further network output columns can feed further parameters, each through its own
@@ -9,9 +14,10 @@ space, log-Jacobian included).
 
 from __future__ import annotations
 
+import abc
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +25,96 @@ import numpy as np
 import numpyro.distributions as dist
 from numpyro.distributions.transforms import biject_to
 
-from bdl.dsl.likelihoods import Likelihood, _check_batch, per_example
+
+def _match_output(output: jax.Array, y: jax.Array) -> jax.Array:
+    """Drop a trailing singleton output axis when the targets have none: (n, 1) vs (n,)."""
+    if output.ndim == y.ndim + 1 and output.shape[-1] == 1:
+        return output[..., 0]
+    return output
+
+
+def _sum_event(lp: jax.Array) -> jax.Array:
+    return lp.reshape(lp.shape[0], -1).sum(-1) if lp.ndim > 1 else lp
+
+
+class Likelihood(abc.ABC):
+    """Base class: ``distribution(output, params)`` defines p(y | output, params).
+
+    Subclasses set ``task`` (``"classification"`` or ``"regression"``) and implement
+    :meth:`distribution` and :meth:`check`. ``param_priors`` maps the name of each learned
+    likelihood parameter to its NumPyro prior; ``param_init`` gives its initial constrained value.
+    """
+
+    task: ClassVar[str]
+
+    @property
+    def param_priors(self) -> dict[str, dist.Distribution]:
+        return {}
+
+    @property
+    def param_init(self) -> dict[str, float]:
+        return {}
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """Names of the per-example data fields this likelihood reads (e.g. ``("sigma",)``)."""
+        return ()
+
+    @abc.abstractmethod
+    def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
+        """p(y | output, params) for a batch; ``output`` already matched to ``y``'s shape."""
+
+    @abc.abstractmethod
+    def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
+        """Raise ``ValueError`` naming the argument when outputs/targets cannot fit together."""
+
+    def log_prob(
+        self, output: jax.Array, y: jax.Array, params: dict[str, jax.Array] | None = None
+    ) -> jax.Array:
+        """Per-example log-likelihood log p(y_i | f(x_i), φ), shape ``(batch,)``."""
+        output = _match_output(output, y)
+        return _sum_event(self.distribution(output, params or {}).log_prob(y))
+
+    def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
+        """Predictive mean E[y | f(x), φ] (class probabilities for classifiers)."""
+        return self.distribution(output, params or {}).mean
+
+    @classmethod
+    def from_numpyro(
+        cls,
+        distribution: Any,
+        link: Any = None,
+        *,
+        outputs: dict[str, Any] | None = None,
+        parameter: str | None = None,
+        task: str | None = None,
+        **fixed: Any,
+    ) -> Likelihood:
+        """Any NumPyro distribution as a likelihood (the network output feeds its first
+        parameter through ``link``); see :class:`bdl.dsl.numpyro_likelihood.FromNumPyro`."""
+        return FromNumPyro(
+            distribution, link, outputs=outputs, parameter=parameter, task=task, **fixed
+        )
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({fields})"
+
+
+def per_example(value: jax.Array, output: jax.Array) -> jax.Array:
+    """A per-example field of shape (batch,) broadcast against an output (batch, d, ...)."""
+    value = jnp.asarray(value)
+    return value.reshape(value.shape + (1,) * (output.ndim - value.ndim))
+
+
+def check_batch(output_shape: tuple[int, ...], y: np.ndarray) -> None:
+    """Raise ``ValueError`` unless the network gives one output row per target example."""
+    if len(output_shape) == 0 or output_shape[0] != y.shape[0]:
+        raise ValueError(
+            f"network output has shape {output_shape} but the targets y have {y.shape[0]} "
+            "examples: the network must map a batch of inputs to one output row per example."
+        )
+
 
 _CLASSIFIERS = (
     dist.CategoricalProbs,
@@ -214,7 +309,7 @@ class FromNumPyro(Likelihood):
         return d.mean
 
     def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
-        _check_batch(output_shape, y)
+        check_batch(output_shape, y)
         if self.outputs and (len(output_shape) != 2 or output_shape[1] != 1 + len(self.outputs)):
             raise ValueError(
                 f"Likelihood.from_numpyro(outputs={list(self.outputs)}) needs network outputs of "

@@ -1,20 +1,37 @@
 """Held-out predictive summaries of posterior draws: the BMA's accuracy, NLL, ECE, Brier score
 and RMSE, from kept draws (:func:`test_metrics`, :func:`bma_curve`) or while sampling
-(``bdl.sample(..., evaluate=RunningBMA(...))``, :mod:`bdl.evaluation.running`)."""
+(``bdl.sample(..., evaluate=RunningBMA(...))``, :mod:`bdl.evaluation.running`).
+
+:func:`bma_curve` (:mod:`bdl.evaluation.kept_draws`) is imported on first use (PEP 562): it
+reads kept draws with :mod:`bdl.sampling`, whose modules import this package's
+:mod:`~bdl.evaluation.curve` and :mod:`~bdl.evaluation.running` (the loop scores its draws with
+them, the reader rebuilds ``samples.evaluation``). Imported with the package, it would make an
+``import bdl.sampling`` come back to the sampling modules before they are defined.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 
-from bdl.evaluation.curve import BMAEvaluation, bma_curve
+from bdl.evaluation.curve import BMAEvaluation
 from bdl.evaluation.running import RunningBMA
 
 if TYPE_CHECKING:
     from bdl.compile.compiled_model import CompiledModel
+    from bdl.evaluation.kept_draws import bma_curve
 
 __all__ = ["BMAEvaluation", "RunningBMA", "bma_curve", "test_metrics"]
+
+
+def __getattr__(name: str) -> Any:
+    if name != "bma_curve":
+        raise AttributeError(f"module 'bdl.evaluation' has no attribute {name!r}")
+    value = importlib.import_module("bdl.evaluation.kept_draws").bma_curve
+    globals()[name] = value
+    return value
 
 
 def test_metrics(compiled: CompiledModel, positions: Any) -> dict[str, float]:

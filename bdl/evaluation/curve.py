@@ -1,32 +1,19 @@
 """The BMA of the first k draws against k (Kim et al. 2024, Fig. 1), and its plot.
 
-:func:`bma_curve` computes it from draws already kept (a :class:`bdl.Samples`, a saved file or a
-streamed directory, read chunk by chunk); ``bdl.sample(..., evaluate=True)`` computes the same
-curve while sampling, without keeping the draws (``samples.evaluation``).
+``bdl.sample(..., evaluate=True)`` computes the curve while sampling, without keeping the draws
+(``samples.evaluation``); :func:`bdl.evaluation.bma_curve` (:mod:`bdl.evaluation.kept_draws`)
+computes the same curve from draws already kept. Both end in :func:`evaluation_result`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Iterable, Sequence
-from functools import partial
+from collections.abc import Sequence
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from bdl.evaluation.running import (
-    CLASSIFICATION_METRICS,
-    REGRESSION_METRICS,
-    RunningBMA,
-    final_metrics,
-    update_chunk,
-)
-
-#: draws per chain scored per call of the compiled update when reading kept draws
-READ_CHUNK = 64
+from bdl.evaluation.running import CLASSIFICATION_METRICS, REGRESSION_METRICS
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -141,87 +128,3 @@ def evaluation_result(
         curve={k: rows[:, 3 + i] for i, k in enumerate(names)},
         num_test=num_test,
     )
-
-
-def bma_curve(
-    target: Any,
-    draws: Any,
-    evaluate: RunningBMA | bool = True,
-) -> BMAEvaluation:
-    """The BMA-versus-draws curve and the final BMA metrics of kept draws, in one call.
-
-    Args:
-        target: the compiled model the draws are of.
-        draws: a :class:`bdl.Samples`, a path of a saved one (``.npz``/``.nc``) or of a streamed
-            directory (``bdl.sample(..., stream_to=DIR)``); a directory is read part by part, so
-            memory holds one part of the draws at a time.
-        evaluate: ``True`` (the model's test split) or a :class:`RunningBMA`.
-
-    Returns:
-        The same :class:`BMAEvaluation` as ``bdl.sample(..., evaluate=...)`` gives for the run.
-    """
-    from bdl.sampling.samples import Samples
-    from bdl.sampling.stream import iter_parts, load_run
-
-    if isinstance(draws, str | os.PathLike):
-        path = draws
-        if os.path.isdir(path):
-            run, parts = load_run(path), iter_parts(path)
-        else:
-            from bdl.sampling.storage import load_samples
-
-            run = load_samples(path)
-            parts = iter([run])
-    elif isinstance(draws, Samples):
-        run, parts = draws, iter([draws])
-    else:
-        raise TypeError(
-            "bma_curve(draws=...) takes a Samples or the path of saved or streamed draws; got "
-            f"{type(draws).__name__}."
-        )
-    if not run.kept_draws and isinstance(draws, Samples):
-        raise ValueError(
-            "bma_curve: these Samples hold no draws (the run had keep_draws=False); its "
-            "evaluation while sampling is samples.evaluation, and draws it streamed are read "
-            "with bma_curve(target, DIR)."
-        )
-    spec = RunningBMA() if evaluate is True else evaluate
-    if not isinstance(spec, RunningBMA):
-        raise TypeError(f"bma_curve(evaluate=...) takes True or a RunningBMA; got {evaluate!r}.")
-    accumulator = spec.bind(target, run.num_chains)
-    state = accumulator.init()
-    points = []
-    diverged = jnp.asarray(run.diverged, bool)
-    stop = jnp.asarray(run.divergence_step, jnp.int32)
-    for part in _pieces(parts):
-        positions = jax.tree.map(lambda a: np.swapaxes(a, 0, 1), part.positions)
-        n = part.num_draws
-        pad = READ_CHUNK - n  # one buffer size: one compilation
-        positions = jax.tree.map(partial(_padded, pad=pad), positions)
-        steps = np.concatenate([np.asarray(part.steps, np.int32), np.zeros(pad, np.int32)])
-        recorded = np.arange(READ_CHUNK) < n
-        state, rows = update_chunk(
-            accumulator, state, positions, jnp.asarray(recorded), jnp.asarray(steps), diverged,
-            stop, jnp.asarray(n, jnp.int32),
-        )  # fmt: skip
-        points.append(curve_rows(np.asarray(rows), steps, recorded))
-    final = final_metrics(accumulator, state, jnp.asarray(~np.asarray(run.diverged)))
-    return evaluation_result(accumulator.names, points, np.asarray(final), accumulator.n)
-
-
-def _padded(a: np.ndarray, pad: int) -> np.ndarray:
-    return np.concatenate([a, np.repeat(a[:1], pad, axis=0)])
-
-
-def _pieces(parts: Iterable[Any]) -> Iterable[Any]:
-    """The draws of ``parts`` (Samples) in pieces of at most :data:`READ_CHUNK` draws."""
-    for part in parts:
-        for start in range(0, part.num_draws, READ_CHUNK):
-            stop = min(start + READ_CHUNK, part.num_draws)
-            yield dataclasses.replace(
-                part,
-                positions=jax.tree.map(lambda a, s=slice(start, stop): a[:, s], part.positions),
-                extra={},
-                info={},
-                steps=np.asarray(part.steps)[start:stop],
-            )

@@ -246,7 +246,7 @@ class Accumulator(eqx.Module):
         valid: jax.Array,
         num_draws: jax.Array,
     ) -> tuple[BMAState, jax.Array]:
-        """Add the first ``num_draws`` draws of a buffer (``positions`` ``(draws, chains, ...)``,
+        """Add the first ``num_draws`` draws of a buffer (``positions`` ``(chains, draws, ...)``,
         ``valid`` ``(draws, chains)``) in order; returns the state and one curve row per draw:
         (draws per chain, chains averaged, metrics...) of the BMA over the chains valid at
         that draw (NaN where none is)."""
@@ -255,7 +255,7 @@ class Accumulator(eqx.Module):
         def one(d: jax.Array, carry: tuple[BMAState, jax.Array]) -> tuple[BMAState, jax.Array]:
             state, rows = carry
             ok = valid[d]
-            state = self.add(state, jax.tree.map(lambda a: a[d], positions), ok)
+            state = self.add(state, jax.tree.map(lambda a: a[:, d], positions), ok)
             k = jnp.max(jnp.where(ok, state.count, 0)).astype(jnp.float32)
             head = jnp.stack([k, jnp.sum(ok).astype(jnp.float32)])
             return state, rows.at[d].set(jnp.concatenate([head, self.metrics(state, ok)]))

@@ -68,9 +68,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import bdl
 from bdl.compile.compiled_model import CompiledModel
+from bdl.compile.compiler import compile as compile_model
 from bdl.data import Dataset, breast_cancer, digits, iris, mlp_prior_data, mnist1d
+from bdl.dsl import ByPath, Categorical, Gaussian, HeNormal, Model, Normal
 
 __all__ = [
     "CNN",
@@ -238,7 +239,7 @@ class TaskFamily:
     learning_rate: float = 0.05
     momentum: float = 0.9
 
-    def declare(self) -> bdl.Model:
+    def declare(self) -> Model:
         """The :class:`bdl.Model` of this family (network, likelihood, prior, T = 1)."""
         if self.network == "mlp":
             net: nn.Module = MLP(self.hidden, self.outputs, self.activation)
@@ -247,14 +248,14 @@ class TaskFamily:
         else:
             net = CNN(self.hidden, self.outputs)
         if self.regression_scale is None:
-            likelihood: Any = bdl.Categorical()
+            likelihood: Any = Categorical()
         else:
-            likelihood = bdl.Gaussian(scale=self.regression_scale)
+            likelihood = Gaussian(scale=self.regression_scale)
         if self.prior == "he":
-            prior: Any = bdl.ByPath({"bias": bdl.Normal(0.05)}, default=bdl.HeNormal())
+            prior: Any = ByPath({"bias": Normal(0.05)}, default=HeNormal())
         else:
-            prior = bdl.Normal(1.0)
-        return bdl.Model(net, likelihood, prior, temperature=1.0, name=self.name)
+            prior = Normal(1.0)
+        return Model(net, likelihood, prior, temperature=1.0, name=self.name)
 
 
 FAMILIES: dict[str, TaskFamily] = {
@@ -308,7 +309,7 @@ def _template(name: str) -> CompiledModel:
     """The family's compiled model on its seed-0 data; tasks swap the arrays (one per process,
     so jitted functions of one family compile once)."""
     fam = family(name)
-    return bdl.compile(fam.declare(), _dataset(fam.dataset, 0), batch_size=fam.batch_size)
+    return compile_model(fam.declare(), _dataset(fam.dataset, 0), batch_size=fam.batch_size)
 
 
 # ------------------------------------------------------------------------------ tasks

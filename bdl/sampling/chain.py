@@ -8,8 +8,8 @@ every ``thin``-th step (``out`` of that step), in the style of BlackJAX's
 * with static lengths (Python ints), the loop is a nested ``lax.scan`` and the records are stacked;
   it is reverse-differentiable (the NNSGHMC meta-trainer back-propagates through it);
 * with ``buffer_size``, the lengths may be traced arrays (every chunk of a long run shares one
-  compilation) and the records go into a buffer of that many rows; rows past ``num_draws`` are
-  left as zeros.
+  compilation) and the records go into buffers of that many rows (given ones, e.g. donated by
+  the caller, or zeros); rows past ``num_draws`` keep what they held.
 
 With ``skip``, the ``thin − 1`` steps of a draw that are not recorded run ``skip(carry, t) ->
 carry`` instead: a transition that computes no diagnostics, so that only the recorded step pays
@@ -48,9 +48,14 @@ def run_chain(
     skip: Callable[[Any, jax.Array], Any] | None = None,
     settle: Callable[[Any, Any], Any] | None = None,
     block: int = 1,
+    buffers: Any = None,
+    write: Callable[[Any, jax.Array, Any], Any] | None = None,
 ) -> tuple[Carry, Any]:
     """Run ``num_draws × thin`` steps from step ``start``; returns the final carry and the
-    records (``None`` without ``observe``)."""
+    records (``None`` without ``observe``). With a ``buffer_size``, ``buffers`` are the buffers
+    to write into (default: zeros of ``buffer_size`` rows; rows past ``num_draws`` keep what
+    they held) and ``write(buffers, d, record)`` puts draw d's record in them (default: as row
+    d of each buffer)."""
     loop = partial(fori_in_blocks, block=block)
     start = jnp.asarray(start, jnp.int32)
     # the transition is traced here for its output's shape, once more in the loop below (with
@@ -86,15 +91,22 @@ def run_chain(
         return carry, None
     # a draw's carry keeps its shape (the loop requires it), so its record is observe's output
     # on the carry and the transition's output
-    record_shape = jax.eval_shape(lambda c, o: observe(c, o, start), carry, out_shape)
-    buffers = jax.tree.map(lambda s: jnp.zeros((buffer_size, *s.shape), s.dtype), record_shape)
+    if buffers is None:
+        record_shape = jax.eval_shape(lambda c, o: observe(c, o, start), carry, out_shape)
+        buffers = jax.tree.map(lambda s: jnp.zeros((buffer_size, *s.shape), s.dtype), record_shape)
+    if write is None:
+        write = _write_row
 
     def fill(d: jax.Array, loop: Any) -> Any:
         carry, buffers = loop
         carry, record = draw(carry, d)
-        return carry, jax.tree.map(lambda b, v: b.at[d].set(v), buffers, record)
+        return carry, write(buffers, d, record)
 
     return draws_loop(0, num_draws, fill, (carry, buffers))
+
+
+def _write_row(buffers: Any, d: jax.Array, record: Any) -> Any:
+    return jax.tree.map(lambda b, v: b.at[d].set(v), buffers, record)
 
 
 def fori_in_blocks(

@@ -123,6 +123,12 @@ class Layout:
             return tree
         return jax.device_put(tree, NamedSharding(self.mesh, P(CHAIN)))
 
+    def replicate(self, tree: Any) -> Any:
+        """``tree`` on every device of the mesh."""
+        if self.mesh is None:
+            return tree
+        return jax.device_put(tree, NamedSharding(self.mesh, P()))
+
     def place(self, tree: Any) -> Any:
         """This process's chains of ``tree``, split over the chain axis."""
         return self.shard(self.select(tree))

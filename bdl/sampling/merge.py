@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from bdl.sampling.loading import load_samples
 from bdl.sampling.samples import Samples
 
 
@@ -25,8 +26,6 @@ def merge_samples(parts: Sequence[Samples | str | os.PathLike]) -> Samples:
     steps, and their chain blocks must cover ``0 … num_chains − 1`` exactly once. The result is
     the one-process run's ``Samples`` (chains in order).
     """
-    from bdl.sampling.storage import load_samples
-
     if isinstance(parts, Samples | str | os.PathLike) or not isinstance(parts, Sequence):
         raise TypeError(
             "merge_samples needs a list of Samples or of files saved by Samples.save; got "

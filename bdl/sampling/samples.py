@@ -11,6 +11,7 @@ import jax
 import numpy as np
 
 from bdl.sampling.names import leaf_keys, posterior_name
+from bdl.sampling.storage import save_samples
 
 PyTree = Any
 
@@ -159,8 +160,6 @@ class Samples:
     def save(self, path: str | os.PathLike) -> Path:
         """Write the draws and everything else held here to ``path`` (``.npz`` or ``.nc``),
         atomically; read them back with :func:`bdl.load_samples`. Layout: docs/saving.md."""
-        from bdl.sampling.storage import save_samples
-
         return save_samples(self, path)
 
     def __repr__(self) -> str:

@@ -22,6 +22,7 @@ be read in the memory of one part.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -31,14 +32,9 @@ from typing import Any
 import jax
 import numpy as np
 
+from bdl.sampling.reading import read_samples
 from bdl.sampling.samples import Samples
-from bdl.sampling.storage import (
-    SamplesFileError,
-    _record,
-    _write_npz,
-    load_samples,
-)
-from bdl.utils.files import atomic_path
+from bdl.sampling.storage import SamplesFileError, save_npz
 
 INDEX = "run.npz"
 FORMAT = "bdl.SampleStream"
@@ -76,54 +72,43 @@ def check_directory(directory: Any, *, resuming: bool = False) -> Path:
 
 
 class StreamWriter:
-    """Writes the draws the sampling loop collects as the parts of a stream directory.
+    """Writes the draws the sampling loop collects as the parts of a stream directory, ``parts``
+    of them already there (a resumed run's). A write that is cut (Ctrl-C) is done again with the
+    same draws under the same part number, so it can be interrupted at any point. A part is due
+    when the draws waiting for it reach :data:`PART_BYTES` or ``every`` seconds passed."""
 
-    The loop's chunks of draws are counted from the start of the run; ``written`` of them are on
-    disk, in ``parts`` parts. A write that is cut (Ctrl-C) is done again with the same draws
-    under the same part number, so it can be interrupted at any point.
-    """
-
-    def __init__(self, directory: Path, every: float = 60.0, parts: int = 0, written: int = 0):
+    def __init__(self, directory: Path, every: float = 60.0, parts: int = 0):
         self.directory, self.every = Path(directory), every
-        self.parts, self.written = parts, written
+        self.parts = parts
         self.last = time.perf_counter()
 
-    def due(self, pending: list) -> bool:
-        size = sum(np.asarray(a).nbytes for chunk in pending for a in jax.tree.leaves(chunk))
-        return size >= PART_BYTES or time.perf_counter() - self.last >= self.every
+    def overdue(self) -> bool:
+        return time.perf_counter() - self.last >= self.every
 
-    def write(self, part: Samples | None, index: Samples, done: int) -> None:
-        """Write ``part`` (the draws of the chunks up to the ``done``-th) as the next part,
-        then the ``index`` (the run's fields) listing it."""
+    def write(self, part: Samples | None, index: Samples) -> None:
+        """Write ``part`` as the next part, then the ``index`` (the run's fields) listing it."""
         self.directory.mkdir(parents=True, exist_ok=True)
         parts = self.parts
         if part is not None and part.num_draws:
             parts += 1
             save_part(part, part_path(self.directory, parts))
         write_index(self.directory, index, parts)
-        self.parts, self.written = parts, done
+        self.parts = parts
         self.last = time.perf_counter()
 
 
 def save_part(samples: Samples, path: Path) -> None:
-    header, arrays = _record(dataclasses.replace(samples, evaluation=None))
-    with atomic_path(path) as tmp:
-        _write_npz(tmp, header, arrays)
+    save_npz(dataclasses.replace(samples, evaluation=None), path)
 
 
 def write_index(directory: Path, run: Samples, parts: int) -> None:
     """The run's fields (no draws) and the number of parts that belong to it, atomically."""
-    header, arrays = _record(run)
-    header["stream"] = {"format": FORMAT, "parts": int(parts)}
-    with atomic_path(Path(directory) / INDEX) as tmp:
-        _write_npz(tmp, header, arrays)
+    save_npz(run, Path(directory) / INDEX, stream={"format": FORMAT, "parts": int(parts)})
 
 
 def _index(directory: Path) -> tuple[Samples, int]:
-    import json
-
     path = Path(directory) / INDEX
-    run = load_samples(path)
+    run = read_samples(path)
     with np.load(path, allow_pickle=False) as f:
         header = json.loads(str(f["bdl_header"]))
     stream = header.get("stream") or {}
@@ -155,7 +140,7 @@ def iter_parts(directory: str | os.PathLike, *, like: Any = None) -> Iterator[Sa
             raise SamplesFileError(
                 f"{str(path)!r} is missing; the stream in {str(directory)!r} lists {parts} parts."
             )
-        yield load_samples(path, like=like)
+        yield read_samples(path, like=like)
 
 
 def load_stream(directory: str | os.PathLike, *, like: Any = None) -> Samples:
@@ -164,7 +149,7 @@ def load_stream(directory: str | os.PathLike, *, like: Any = None) -> Samples:
     run, _ = _index(Path(directory))
     parts = list(iter_parts(directory, like=like))
     if not parts:  # a run stopped before its first draw
-        run = run if like is None else load_samples(Path(directory) / INDEX, like=like)
+        run = run if like is None else read_samples(Path(directory) / INDEX, like=like)
         return dataclasses.replace(run, kept_draws=True)
 
     def join(*a: np.ndarray) -> np.ndarray:

@@ -33,23 +33,46 @@ MAX_RELEASED = 8
 
 class OwnerJit(Generic[P, R]):
     """``eqx.filter_jit(fn)`` whose cache is cleared after ``max_released`` owners (first
-    arguments) it compiled for have been garbage-collected."""
+    arguments) it compiled for have been garbage-collected. With ``donate``, the name of a
+    keyword argument of ``fn``, that argument's arrays are donated to the call (XLA reuses their
+    memory for the outputs; the caller must not use them again)."""
 
-    def __init__(self, fn: Callable[P, R], max_released: int = MAX_RELEASED) -> None:
-        self._jitted = eqx.filter_jit(fn)
-        self._max_released = max_released
+    def __init__(
+        self, fn: Callable[P, R], max_released: int = MAX_RELEASED, donate: str | None = None
+    ) -> None:
+        self._donate = donate
+        if donate is None:
+            self._jitted = eqx.filter_jit(fn)
+        else:
+
+            def split(kept: tuple, donated: Any) -> Any:
+                args, kwargs = kept
+                return fn(*args, **kwargs, **{donate: donated})
+
+            self._jitted = eqx.filter_jit(split, donate="all-except-first")
+        self.max_released = max_released
         self._owners: WeakIdentityMap[None] = WeakIdentityMap(on_release=self._count_release)
         self._released = 0
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        if self._released >= self._max_released:
+        if self._released >= self.max_released:
             self.clear_cache()
         if args and args[0] not in self._owners:
             # an owner built inside an outer trace, or one that takes no weak reference, is not
             # watched: its programs stay until the next clear
             self._owners.remember(args[0], None)
-        return self._jitted(*args, **kwargs)
+        if self._donate is None:
+            return self._jitted(*args, **kwargs)
+        donated = kwargs.pop(self._donate)
+        return self._jitted((args, kwargs), donated)
+
+    def lower(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        """The program a call with these arguments runs, lowered (nothing is compiled)."""
+        if self._donate is None:
+            return self._jitted.lower(*args, **kwargs)
+        donated = kwargs.pop(self._donate)
+        return self._jitted.lower((args, kwargs), donated)
 
     def _count_release(self) -> None:
         self._released += 1
@@ -70,6 +93,9 @@ class OwnerJit(Generic[P, R]):
         return self if instance is None else functools.partial(self, instance)
 
 
-def owner_jit(fn: Callable[P, R]) -> OwnerJit[P, R]:
-    """Decorator: :class:`OwnerJit` with the default ``max_released``."""
+def owner_jit(fn: Callable[P, R] | None = None, *, donate: str | None = None) -> Any:
+    """Decorator: :class:`OwnerJit` with the default ``max_released`` (``@owner_jit``, or
+    ``@owner_jit(donate="buffers")`` to donate a keyword argument's arrays)."""
+    if fn is None:
+        return functools.partial(OwnerJit, donate=donate)
     return OwnerJit(fn)

@@ -21,6 +21,7 @@ from bdl.sampling.samples import Samples
 from bdl.utils.arguments import suggestion
 from bdl.utils.trees import path_to_str
 from bdl.validation.reference import Reference, nuts_reference
+from bdl.validation.summary import parameter_space_lines
 
 PyTree = Any
 
@@ -82,8 +83,6 @@ class ReferenceSamples(Samples):
 
     def summary(self) -> str:
         """Mean, sd, bulk ESS and R̂ of every scalar parameter (the first dozen), and the gate."""
-        from bdl.cli.summary import parameter_space_lines
-
         lines = parameter_space_lines(self.draws)
         verdict = "trusted" if self.trusted else "NOT trusted"
         lines.append(

@@ -16,7 +16,6 @@ import json
 import os
 import sys
 from pathlib import Path
-from unittest.mock import patch
 
 MODE = sys.argv[1]
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=" + (
@@ -59,8 +58,8 @@ def devices(out: Path) -> None:
     for name, options in runs.items():
         bdl.sample(compiled, kernel, **RUN, **options).save(out / f"{name}.npz")
     # the accelerator loop (blocks of static length, static thin) through the device layout
-    with patch("bdl.sampling.run.loop_block", lambda: 4):
-        bdl.sample(compiled, kernel, **RUN).save(out / "four_blocked.npz")
+    blocked = bdl.sampling.LoopOptions(block=4)
+    bdl.sample(compiled, kernel, **RUN, loop=blocked).save(out / "four_blocked.npz")
     errors = {}
     for name, options in {
         "chains": dict(num_chains=3, devices=4),

@@ -1,7 +1,6 @@
 """Checkpoint and resume: a run interrupted at any point (Ctrl-C, SIGTERM, a killed process) and
 resumed, or a finished run extended, gives bitwise the draws of the uninterrupted run."""
 
-import importlib
 import os
 import signal
 import subprocess
@@ -12,10 +11,11 @@ import time
 import jax
 import numpy as np
 import pytest
+from loop_helpers import StopAfter
 
 import bdl
-
-run_module = importlib.import_module("bdl.sampling.run")
+from bdl.sampling import LoopOptions
+from bdl.sampling import checkpoint as checkpoint_io
 
 MODEL = textwrap.dedent(
     """
@@ -75,26 +75,15 @@ KERNELS = {
 @pytest.mark.parametrize("name", sorted(KERNELS))
 @pytest.mark.parametrize("where", ["burn-in", "sampling"])
 def test_interrupted_and_resumed_run_is_bitwise_the_uninterrupted_one(
-    target, tmp_path, monkeypatch, name, where
+    target, tmp_path, name, where
 ):
     whole = bdl.sample(target, KERNELS[name](), **RUN)
-    real = run_module._run_chunk
     stop_at = 250 if where == "burn-in" else 700
-
-    def interrupting(*args):
-        if int(args[4]) >= stop_at:
-            raise KeyboardInterrupt
-        return real(*args)
-
-    monkeypatch.setattr(run_module, "_run_chunk", interrupting)
     # calls of 37 steps: they cut draws (thin 8) and warm-up segments anywhere
-    monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 37)
-    monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
-    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, *timing: None)
+    loop = LoopOptions(chunks=StopAfter(37, stop=stop_at))
     with pytest.warns(UserWarning, match="interrupted"):
-        part = bdl.sample(target, KERNELS[name](), checkpoint=tmp_path, **RUN)
+        part = bdl.sample(target, KERNELS[name](), checkpoint=tmp_path, loop=loop, **RUN)
     assert part.interrupted and part.steps_done < RUN["num_steps"]
-    monkeypatch.setattr(run_module, "_run_chunk", real)
     resumed = bdl.sample(target, KERNELS[name](), resume=tmp_path, progress=False)
     assert not resumed.interrupted
     assert_same(whole, resumed)
@@ -145,7 +134,7 @@ def test_a_killed_process_resumes(target, tmp_path, sig):
     finally:
         proc.kill()
     assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 0)
-    steps = run_module.checkpoint_io.read(directory).step
+    steps = checkpoint_io.read(directory).step
     num_steps = steps + 800
     resumed = bdl.sample(
         target, bdl.kernels.get("sghmc"), resume=directory, num_steps=num_steps, progress=False

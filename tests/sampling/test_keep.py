@@ -3,7 +3,7 @@ BMA of the kept draws, a diverged chain leaves it as ``Samples.flat(healthy=True
 streamed to disk are bitwise the in-memory ones, a checkpointed run resumes to the same results,
 and without kept draws the run's memory does not grow with the number of draws."""
 
-import importlib
+import tracemalloc
 
 import jax
 import jax.numpy as jnp
@@ -12,22 +12,23 @@ import pytest
 
 import bdl
 from bdl.evaluation import RunningBMA, bma_curve
+from bdl.sampling import FixedChunks, LoopOptions
+from bdl.sampling import checkpoint as checkpoint_io
 from bdl.sampling import stream as stream_io
-
-run_module = importlib.import_module("bdl.sampling.run")
 
 RUN = dict(num_steps=300, burn_in=100, thin=5, num_chains=3, seed=0, progress=False)
 CLASSES = ("accuracy", "nll", "ece", "brier")
 
 
-def classifier(cliff: bool = False) -> bdl.CompiledModel:
+def classifier(cliff: bool = False, features: int = 3) -> bdl.CompiledModel:
     """A 3-class linear classifier with 100 training and 60 test inputs. With ``cliff``, the
     network returns NaN once its parameter ``z``, which the data do not see, passes 2: a chain
     that wanders there diverges."""
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(160, 3)).astype(np.float32)
-    y = np.argmax(x @ rng.normal(size=(3, 3)) + rng.gumbel(size=(160, 3)), -1).astype(np.int32)
-    params = {"w": jnp.zeros((3, 3)), "b": jnp.zeros(3)}
+    x = rng.normal(size=(160, features)).astype(np.float32)
+    logits = x @ rng.normal(size=(features, 3)) + rng.gumbel(size=(160, 3))
+    y = np.argmax(logits, -1).astype(np.int32)
+    params = {"w": jnp.zeros((features, 3)), "b": jnp.zeros(3)}
 
     def network(p, x):
         return x @ p["w"] + p["b"]
@@ -148,52 +149,56 @@ def test_a_chain_that_diverges_leaves_the_bma_from_its_divergence_on():
     assert again.metrics == ev.metrics
 
 
-def _retained_sizes(monkeypatch) -> list[int]:
-    """Bytes the loop holds between calls (kept draws and the running BMA), per call."""
-    sizes = []
-    real = run_module._advance
+class HostBytes(FixedChunks):
+    """Calls of ``steps`` steps; before each, the bytes NumPy holds on the host (``tracemalloc``
+    sees NumPy's allocations): what the run keeps between its calls."""
 
-    def recording(target, kernel, loop, *args):
-        held = jax.tree.leaves((loop.collected, loop.bma))
-        sizes.append(sum(np.asarray(a).nbytes for a in held))
-        return real(target, kernel, loop, *args)
+    def __init__(self, steps: int) -> None:
+        super().__init__(steps)
+        self.sizes: list[int] = []
 
-    monkeypatch.setattr(run_module, "_advance", recording)
-    return sizes
+    def budget(self) -> int:
+        self.sizes.append(tracemalloc.get_traced_memory()[0])
+        return self.steps
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["scored", "scored and streamed"])
-def test_without_kept_draws_memory_does_not_grow_with_the_draws(
-    target, kept, tmp_path, monkeypatch, stream
-):
+def test_without_kept_draws_memory_does_not_grow_with_the_draws(tmp_path, monkeypatch, stream):
+    """Runs of 40 and 240 draws per chain of a classifier with 303 parameters: 200 more draws of
+    3 chains are 727 kB, and the host holds less than a tenth of that more (the curve's points,
+    a few numbers per draw)."""
     monkeypatch.setattr(stream_io, "PART_BYTES", 1)  # a part after every call
-    monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 25)
-    monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
-    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, *timing: None)
+    target = classifier(features=100)
+    draw_bytes = 3 * 303 * 4
     peaks, results = [], []
     for num_steps in (300, 1_300):
-        sizes = _retained_sizes(monkeypatch)
+        policy = HostBytes(25)
         out = tmp_path / str(num_steps) if stream else None
-        s = bdl.sample(
-            target, bdl.kernels.sgld(1e-3), **{**RUN, "num_steps": num_steps},
-            keep_draws=False, evaluate=RunningBMA(batch_size=7), stream_to=out,
-        )  # fmt: skip
+        tracemalloc.start()
+        try:
+            s = bdl.sample(
+                target, bdl.kernels.sgld(1e-3), **{**RUN, "num_steps": num_steps},
+                keep_draws=False, evaluate=RunningBMA(batch_size=7), stream_to=out,
+                loop=LoopOptions(chunks=policy),
+            )  # fmt: skip
+        finally:
+            tracemalloc.stop()
         assert not s.kept_draws and s.num_draws == 0 and "not kept" in repr(s)
-        peaks.append(max(sizes))
+        peaks.append(max(policy.sizes[len(policy.sizes) // 4 :]))
         results.append(s)
-        monkeypatch.undo()
-        monkeypatch.setattr(stream_io, "PART_BYTES", 1)
-        monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 25)
-        monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
-        monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, *timing: None)
-    assert peaks[0] == peaks[1]  # 40 or 240 draws per chain: the same bytes held
+    assert results[1].evaluation.draws[-1] == 240
+    assert peaks[1] - peaks[0] < 200 * draw_bytes / 10, (peaks, 200 * draw_bytes)
     with pytest.raises(ValueError, match="hold no draws"):
         bma_curve(target, results[0])
-    # the scores do not depend on whether the draws were kept
-    short = results[0].evaluation
-    np.testing.assert_array_equal(curve(short), curve(kept.evaluation))
-    assert short.metrics == kept.evaluation.metrics
-    assert results[1].evaluation.draws[-1] == 240
+
+
+def test_scores_do_not_depend_on_whether_draws_are_kept(target, kept):
+    s = bdl.sample(
+        target, bdl.kernels.sgld(1e-3), **RUN, keep_draws=False, evaluate=RunningBMA(batch_size=7),
+        loop=LoopOptions(chunks=FixedChunks(25)),
+    )  # fmt: skip
+    np.testing.assert_array_equal(curve(s.evaluation), curve(kept.evaluation))
+    assert s.evaluation.metrics == kept.evaluation.metrics
 
 
 def assert_same_draws(a: bdl.Samples, b: bdl.Samples) -> None:
@@ -223,15 +228,15 @@ def test_streamed_draws_are_bitwise_the_in_memory_ones(target, tmp_path, monkeyp
     """Streamed in parts of one call each, read back joined, part by part, and scored again
     from disk. Entropy-MCMC collects an extra (its guide); adapted SGHMC has adapted values."""
     monkeypatch.setattr(stream_io, "PART_BYTES", 1)
-    monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 25)
-    monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
-    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, *timing: None)
     kernel = {
         "entropy": lambda: bdl.kernels.get("entropy", base="sgld", step_size=1e-3),
         "sghmc": lambda: bdl.kernels.get("sghmc"),
     }[name]()
     out = tmp_path / name
-    s = bdl.sample(target, kernel, **{**RUN, "burn_in": 150}, stream_to=out, evaluate=True)
+    s = bdl.sample(
+        target, kernel, **{**RUN, "burn_in": 150}, stream_to=out, evaluate=True,
+        loop=LoopOptions(chunks=FixedChunks(25)),
+    )  # fmt: skip
     assert stream_io.num_parts(out) > 1
     back = bdl.load_samples(out)
     assert_same_draws(s, back)
@@ -249,29 +254,19 @@ def test_a_streamed_scored_run_resumes_to_the_uninterrupted_results(
 ):
     """Interrupted with Ctrl-C at step 200, and a crash after a part was written but before the
     checkpoint that follows it: both resume to the uninterrupted run's scores and draws."""
-    real = run_module._run_chunk
+    from loop_helpers import StopAfter
+
     monkeypatch.setattr(stream_io, "PART_BYTES", 1)
-    monkeypatch.setattr(run_module._ChunkSizer, "FIRST", 23)
-    monkeypatch.setattr(run_module._ChunkSizer, "_reached", {})  # no earlier run's size
-    monkeypatch.setattr(run_module._ChunkSizer, "record", lambda self, *timing: None)
     settings = dict(keep_draws=False, evaluate=RunningBMA(batch_size=7))
-
-    def interrupting(*args):
-        if int(args[4]) >= 200:
-            raise KeyboardInterrupt
-        return real(*args)
-
-    monkeypatch.setattr(run_module, "_run_chunk", interrupting)
     ck, out = tmp_path / "ck", tmp_path / "draws"
     with pytest.warns(UserWarning, match="interrupted"):
         part = bdl.sample(
             target, bdl.kernels.sgld(1e-3), **RUN, checkpoint=ck, checkpoint_every=0.0,
-            stream_to=out, **settings,
+            stream_to=out, **settings, loop=LoopOptions(chunks=StopAfter(23, stop=200)),
         )  # fmt: skip
     assert part.interrupted and part.evaluation.draws[-1] < kept.num_draws
-    monkeypatch.setattr(run_module, "_run_chunk", real)
 
-    real_write = run_module.checkpoint_io.write
+    real_write = checkpoint_io.write
     calls = []
 
     def crashing(*args, **kwargs):
@@ -280,10 +275,13 @@ def test_a_streamed_scored_run_resumes_to_the_uninterrupted_results(
             raise RuntimeError("killed")
         return real_write(*args, **kwargs)
 
-    monkeypatch.setattr(run_module.checkpoint_io, "write", crashing)
+    monkeypatch.setattr(checkpoint_io, "write", crashing)
     with pytest.raises(RuntimeError, match="killed"):
-        bdl.sample(target, bdl.kernels.sgld(1e-3), resume=ck, checkpoint_every=0.0, **settings)
-    monkeypatch.setattr(run_module.checkpoint_io, "write", real_write)
+        bdl.sample(
+            target, bdl.kernels.sgld(1e-3), resume=ck, checkpoint_every=0.0, **settings,
+            loop=LoopOptions(chunks=FixedChunks(23)),
+        )  # fmt: skip
+    monkeypatch.setattr(checkpoint_io, "write", real_write)
 
     resumed = bdl.sample(target, bdl.kernels.sgld(1e-3), resume=ck, **settings)
     assert not resumed.interrupted and not resumed.kept_draws

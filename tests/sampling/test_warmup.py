@@ -199,19 +199,19 @@ def test_curvature_and_diagonal_mass_of_a_quadratic():
     np.testing.assert_allclose(warmup.largest_curvature(grad_fn, theta, mass, key), 1.0, rtol=1e-4)
 
 
-def test_adaptation_points_share_one_compilation():
+def test_adaptation_points_depend_on_the_burn_in_alone():
     """Windows end with a new mass or not, and the last window estimates the gradient noise:
-    the flags are traced, so one compiled program serves every adaptation point of a run."""
-    from bdl.sampling import run as run_module
-
-    schedule = warmup.windows(1_000)
-    flags = set(run_module._adaptation_points(schedule).values())
-    assert len(flags) >= 3  # the points of this burn-in differ in their flags
-    target = load_spec("mlp_prior_data", depth=1, n_train=200).compile()
-    run_module._adapt.clear_cache()
-    bdl.sample(target, bdl.kernels.get("sghmc"), num_steps=1_200, burn_in=1_000, num_chains=2,
-               progress=False)  # fmt: skip
-    assert run_module._adapt.cache_size() == 1
+    the points' flags differ (they are traced, so one warm-up program serves every point,
+    tests/sampling/test_program.py counts the programs); every point lies inside the burn-in,
+    the last at its end."""
+    schedule = warmup.Schedule(1_000)
+    assert len(set(schedule.points.values())) >= 3
+    assert max(schedule.points) == schedule.end == 1_000
+    stops, t = [], 0
+    while t < schedule.end:
+        t = schedule.next_point(t)
+        stops.append(t)
+    assert stops == sorted(schedule.points)
 
 
 def _ard_regression() -> bdl.CompiledModel:

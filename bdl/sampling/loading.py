@@ -1,0 +1,39 @@
+"""``bdl.load_samples``: the :class:`Samples` of a samples file (:mod:`bdl.sampling.reading`)
+or of a directory a streamed run wrote (:mod:`bdl.sampling.stream`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from bdl.sampling import stream
+from bdl.sampling.reading import read_samples
+from bdl.sampling.samples import Samples
+
+PyTree = Any
+
+
+def load_samples(path: str | os.PathLike, *, like: PyTree | None = None) -> Samples:
+    """The :class:`Samples` saved at ``path`` by :meth:`Samples.save`.
+
+    Args:
+        path: a ``.npz`` or ``.nc`` file written by ``Samples.save`` (or ``bdl sample --out``),
+            or a directory that ``bdl.sample(..., stream_to=DIR)`` wrote (its parts are joined;
+            :func:`bdl.sampling.stream.iter_parts` reads them one at a time).
+        like: a pytree with the positions' structure, e.g. ``compiled.initial_position``.
+            Dicts, lists, tuples and named tuples are restored from the file alone; other pytree
+            nodes (an Equinox module's parameters) cannot be rebuilt without their class and are
+            restored as dicts by attribute name, unless ``like`` gives the structure: then the
+            positions and every tree saved with their structure (``extra`` such as the
+            Entropy-MCMC guide, an adapted mass) get ``like``'s.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        SamplesFileError: (a ``ValueError``) the file is truncated or corrupt, not a bdl samples
+            file, of a newer format than this bdl reads, or its suffix is not .npz or .nc.
+    """
+    file = Path(path)
+    if stream.is_stream(file):
+        return stream.load_stream(file, like=like)
+    return read_samples(path, like=like)

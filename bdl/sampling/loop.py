@@ -1,0 +1,156 @@
+"""The sampling loop: calls of the compiled chunk program until the run's last draw.
+
+There is no Python loop over steps: each iteration here is one call of one program
+(:mod:`bdl.sampling.program`) of as many steps as the chunking policy allows
+(:mod:`bdl.sampling.chunking`), cut where a phase ends: burn-in up to the next warm-up point
+(where warm-up adapts, inside the call), or whole draws, or part of a draw whose ``thin`` steps
+take longer than a call. After each call the loop locates any new divergence
+(:mod:`bdl.sampling.divergence`), hands complete draws to what the run keeps
+(:class:`bdl.sampling.keep.Keep`), and writes the stream and the checkpoint when they are due.
+The loop's progress is one value (:class:`LoopState`) replaced in one assignment, so an
+interruption never sees the chains, the step and the draws out of step. Ctrl-C and SIGTERM stop
+the loop between calls; what was collected is written and returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import jax
+
+from bdl.sampling.carry import Chains
+from bdl.sampling.checkpointing import Checkpointer
+from bdl.sampling.chunking import ChunkPolicy
+from bdl.sampling.divergence import located
+from bdl.sampling.draws import Records
+from bdl.sampling.keep import Keep
+from bdl.sampling.program import Programs
+from bdl.sampling.progress import Progress
+from bdl.sampling.warmup import Schedule
+from bdl.utils import compile_events
+
+
+class LoopState(NamedTuple):
+    """The loop's state: the chains after ``t`` steps and the draw buffers (donated from call to
+    call)."""
+
+    chains: Chains
+    buffers: Records
+    t: int
+
+
+class Plan(NamedTuple):
+    """The run's lengths: steps of burn-in, steps per draw, the step after the last draw, and
+    the draws a call may hold (the buffers' rows)."""
+
+    burn_in: int
+    thin: int
+    end: int
+    rows: int
+
+
+def run(
+    programs: Programs,
+    plan: Plan,
+    start: LoopState,
+    schedule: Schedule | None,
+    policy: ChunkPolicy,
+    keep: Keep,
+    checkpointer: Checkpointer | None,
+    meter: Progress,
+) -> tuple[LoopState, bool]:
+    """Run from ``start`` to the plan's end; returns the progress and whether the run was
+    interrupted (Ctrl-C or SIGTERM: the stream and the checkpoint are written first)."""
+    now = start
+    try:
+        with _termination_as_interrupt():
+            while now.t < plan.end:
+                now = _advance(programs, plan, now, schedule, policy, keep)
+                meter.update(now.t)
+                if keep.stream_due():
+                    keep.flush(now.t, now.chains)
+                if checkpointer is not None and checkpointer.due():
+                    keep.flush(now.t, now.chains)
+                    checkpointer.save(now.t, now.chains, keep)
+            keep.flush(now.t, now.chains)
+            if checkpointer is not None:
+                checkpointer.save(now.t, now.chains, keep)
+    except KeyboardInterrupt:
+        keep.flush(now.t, now.chains, interrupted=True)
+        if checkpointer is not None:
+            checkpointer.save(now.t, now.chains, keep)
+        return now, True
+    finally:
+        meter.close(now.t)
+    return now, False
+
+
+def _advance(
+    programs: Programs,
+    plan: Plan,
+    now: LoopState,
+    schedule: Schedule | None,
+    policy: ChunkPolicy,
+    keep: Keep,
+) -> LoopState:
+    """One call of the compiled loop (module docstring); every call boundary is invisible in
+    the draws."""
+    t, budget = now.t, policy.budget()
+    started, events = time.perf_counter(), compile_events.count()
+    buffers = now.buffers
+    if t < plan.burn_in and schedule is not None and t < schedule.end:
+        stop = schedule.next_point(t)
+        n = min(budget, stop - t)
+        point = schedule.points[stop] if t + n == stop else None
+        chains = programs.warm(now.chains, t, n, point)
+        jax.block_until_ready(chains)
+        # a call that adapted is not timed: its time is not its steps'
+        adapted = point is not None
+        policy.record(n, time.perf_counter() - started, compiled(events) or adapted)
+        return LoopState(chains, buffers, t + n)
+    if t < plan.burn_in:
+        draws, steps = 1, min(budget, plan.burn_in - t)
+        complete = False
+    else:
+        to_boundary = plan.thin - (t - plan.burn_in) % plan.thin
+        if to_boundary == plan.thin and plan.thin <= budget:
+            draws = min(budget // plan.thin, plan.rows, (plan.end - t) // plan.thin)
+            steps = plan.thin
+        else:
+            draws, steps = 1, min(budget, to_boundary)
+        complete = steps == to_boundary
+    chains, buffers = programs.sample(now.chains, buffers, t, draws, steps, steps == plan.thin)
+    chains = located(programs, now.chains, chains, steps)
+    if complete:
+        keep.add(buffers, draws, chains)
+    jax.block_until_ready(chains)
+    policy.record(draws * steps, time.perf_counter() - started, compiled(events))
+    return LoopState(chains, buffers, t + draws * steps)
+
+
+def compiled(events: int) -> bool:
+    """Whether anything was traced or compiled since ``events`` was counted."""
+    return compile_events.count() != events
+
+
+@contextlib.contextmanager
+def _termination_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler's stop) handled as Ctrl-C: the loop stops between calls, writes its
+    checkpoint and returns what it has. Only in the main thread, where signals are delivered."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

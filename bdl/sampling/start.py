@@ -1,0 +1,60 @@
+"""A run's start: every chain's position, kernel state, minibatch stream and key, and its first
+warm-up values, in one compiled program.
+
+``jax.random.key(seed)`` is split into four keys: the starting positions, the kernel states, the
+minibatch streams and the per-chain run keys. Every chain's start and keys come from the seed
+alone, before the chains are split over processes and devices, so a chain's draws do not depend
+on where it runs. Warm-up's first values come from a stream of their own
+(:func:`bdl.sampling.program.warmup_key` at step 0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from bdl.compile.target import Target
+from bdl.kernels.base import Kernel
+from bdl.sampling.carry import Chains, healthy_status
+from bdl.sampling.program import warmup_key
+from bdl.sampling.warmup import WarmUp
+from bdl.utils.owner_jit import owner_jit
+from bdl.utils.rng import initialisation_draws
+
+
+@owner_jit
+def start_chains(
+    target: Target,
+    kernel: Kernel,
+    warmup: WarmUp | None,
+    key: jax.Array,
+    num_chains: int,
+    init: Any,
+    chains: tuple[int, int],
+) -> tuple[Chains, jax.Array]:
+    """The chains ``[start, stop)`` of a run of ``num_chains`` with key ``key``, and their run
+    keys; with ``warmup``, each chain's first warm-up values (one chain at a time, as at every
+    adaptation point)."""
+    k_init, k_kernel, k_batch, k_run = jax.random.split(key, 4)
+    with initialisation_draws():
+        positions = target.init_positions(k_init, num_chains, init)
+    states = jax.vmap(kernel.init)(positions, jax.random.split(k_kernel, num_chains))
+    streams = jax.vmap(target.init_batches)(jax.random.split(k_batch, num_chains))
+    chain_keys = jax.random.split(k_run, num_chains)
+    start, stop = chains
+    mine = (states, streams, chain_keys)
+    if (start, stop) != (0, num_chains):
+        mine = jax.tree.map(lambda a: a[start:stop], mine)
+    states, streams, chain_keys = mine
+    out = Chains(states, streams, healthy_status(stop - start))
+    if warmup is None:
+        return out, chain_keys
+    keys = jax.random.split(warmup_key(key, 0), num_chains)[start:stop]
+
+    def one(args: tuple) -> tuple:
+        state, k = args
+        return warmup.init(target, state, k)
+
+    states, adaptation = jax.lax.map(one, (states, keys))
+    return out._replace(states=states, warmup=adaptation), chain_keys

@@ -1,0 +1,279 @@
+"""Warm-up adaptation as an object: ``init``, ``update`` and ``final`` over a per-chain state.
+
+:class:`WarmUp` holds the kernel as built (without a step size) and is a pure function of its
+arguments, in the style of BlackJAX's window adaptation: ``init`` gives a chain's first (h, γ, M)
+and an empty window, ``step`` judges each warm-up step (:mod:`.guard`) and adds θ to the window,
+``update`` re-adapts at the schedule's points (:mod:`.schedule`), and ``final`` reads the values
+a chain was frozen with. The sampling loop runs these inside its compiled programs; the kernel a
+chain steps with is :meth:`WarmUp.kernel_at` of its adapted values, a constant recipe after
+burn-in, so the checker's verdict on the frozen kernel (:func:`frozen`) is the kernel's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bdl.compile.target import Target
+from bdl.kernels.base import Info, Kernel
+from bdl.kernels.blocks import DenseMass, Elementwise, dense_mass
+from bdl.sampling.warmup import guard as guards
+from bdl.sampling.warmup.mass import (
+    Welford,
+    accumulate,
+    adapts_mass,
+    dense,
+    empty_stats,
+    hessian_diagonal_mass,
+    hessian_mass,
+    history_mass,
+    window_mass,
+)
+from bdl.sampling.warmup.schedule import Point
+from bdl.sampling.warmup.step_size import (
+    NOISE_BATCHES,
+    AdaptParams,
+    back_off,
+    friction_floor,
+    gradient_noise,
+    largest_curvature,
+    params_at,
+)
+from bdl.utils.trees import tree_size
+
+PyTree = Any
+#: a chain whose step size was halved this often failed at every step size
+FAILED_BACKOFF = 2.0**-40
+
+
+class AdaptationState(NamedTuple):
+    """One chain's warm-up: its adapted values, the window's statistics of θ and the guard."""
+
+    params: AdaptParams
+    stats: Welford
+    guard: guards.Guard
+
+
+def needs_adaptation(kernel: Kernel) -> bool:
+    """Whether the kernel was built without a step size (then ``bdl.sample`` adapts it)."""
+    inner = kernel.recipe_kernel()
+    return inner is not None and inner.step_size is None
+
+
+def momentum_kernel(kernel: Kernel) -> bool:
+    """Whether the kernel's recipe has momentum (more than the θ group)."""
+    return len(kernel.recipe_kernel().recipe.groups) > 1
+
+
+def with_adapted(kernel: Kernel, params: AdaptParams) -> Kernel:
+    """``kernel`` with its recipe kernel set to the adapted (h, γ, M)."""
+    inner = kernel.recipe_kernel()
+    recipe = inner.recipe
+    if params.mass is not None:
+        recipe = recipe.with_mass(params.mass)
+    if len(recipe.groups) > 1:
+        recipe = recipe.with_friction(params.friction)
+    return kernel.with_recipe_kernel(
+        dataclasses.replace(inner, recipe=recipe, step_size=params.step_size)
+    )
+
+
+def frozen(kernel: Kernel, adapted: dict[str, Any], chain: int = 0) -> Kernel:
+    """The constant kernel chain ``chain`` ran after burn-in: ``kernel`` (as built, without a
+    step size) with ``samples.adapted``'s values, to reuse them or check them."""
+    if "inverse_mass" in adapted:
+        mass = dense_mass(jnp.asarray(adapted["inverse_mass"][chain]))
+    elif "mass" in adapted:
+        mass = Elementwise(jax.tree.map(lambda m: jnp.asarray(m[chain]), adapted["mass"]))
+    else:
+        mass = None
+    params = AdaptParams(
+        jnp.asarray(adapted["step_size"][chain]),
+        jnp.asarray(adapted.get("friction", adapted["step_size"])[chain]),
+        mass,
+        jnp.ones(()),
+    )
+    return with_adapted(kernel, params)
+
+
+def _recipe_energy(target: Target, kernel: Kernel, key: jax.Array) -> Callable[[PyTree], Any]:
+    """The minibatch energy over the recipe's θ group, on a fresh random minibatch."""
+    batch, _ = target.next_batch(target.init_batches(key), jnp.zeros((), jnp.int32))
+    return kernel.augment_energy(lambda theta: target.stochastic_energy_and_grad(theta, batch)[0])
+
+
+def _recipe_grad(target: Target, kernel: Kernel, key: jax.Array) -> Callable[[PyTree], PyTree]:
+    """∇ of the minibatch energy over the recipe's θ group, on a fresh random minibatch."""
+    return jax.grad(_recipe_energy(target, kernel, key))
+
+
+class WarmUp(eqx.Module):
+    """Warm-up adaptation of ``kernel`` (built without a step size, bound to the target): pure
+    per-chain functions that the sampling loop runs inside its programs (module docstring)."""
+
+    kernel: Kernel
+
+    # ------------------------------------------------------------------ the kernel it adapts
+    def kernel_at(self, params: AdaptParams) -> Kernel:
+        """The kernel a chain steps with under its adapted values."""
+        return with_adapted(self.kernel, params)
+
+    # ------------------------------------------------------------------ init
+    def init(self, target: Target, state: Any, key: jax.Array) -> tuple[Any, AdaptationState]:
+        """A chain's first (h, γ) from the curvature at its start, M from the Hessian there
+        (:func:`hessian_mass`, or its diagonal), an empty window and the guard."""
+        kernel = self.kernel
+        inner = kernel.recipe_state(state)
+        theta = inner.z["theta"]
+        is_dense = dense(kernel, theta)
+        k_batch, k_power = jax.random.split(key)
+        grad_fn = _recipe_grad(target, kernel, k_batch)
+        mass = None
+        if adapts_mass(kernel):
+            if is_dense:
+                mass = hessian_mass(grad_fn, theta)
+            else:
+                mass = hessian_diagonal_mass(grad_fn, theta, jax.random.fold_in(key, 3))
+            moving = mass
+        else:
+            moving = history_mass(kernel, inner, grad_fn(theta))
+        curvature = largest_curvature(grad_fn, theta, moving, k_power)
+        temperature = target.temperature(jnp.zeros((), jnp.int32))
+        floor = friction_floor(kernel, theta, temperature)
+        second = momentum_kernel(kernel)
+        params = params_at(curvature, mass, second, jnp.ones_like(curvature), floor)
+        state = self._readapted(state, params)
+        noise = self._energy_noise(target, theta, jax.random.fold_in(key, 4))
+        guard = guards.start_guard(state, noise)
+        return state, AdaptationState(params, empty_stats(theta, is_dense), guard)
+
+    # ------------------------------------------------------------------ step
+    def hyper(self, adaptation: AdaptationState, temperature: jax.Array) -> tuple[Any, Any]:
+        """(h, T) of a warm-up step: the adapted step at the target's temperature (no
+        schedule)."""
+        return adaptation.params.step_size, temperature
+
+    def stabilised(self, state: Any, adaptation: AdaptationState) -> Any:
+        """The state after a warm-up step with any auxiliary variable pulled back into the
+        integrator's stable region (:meth:`Recipe.warmup_guarded`: SGNHT's thermostat)."""
+        inner = self.kernel.recipe_state(state)
+        params = adaptation.params
+        recipe = self.kernel_at(params).recipe_kernel().recipe
+        guarded = inner._replace(z=recipe.warmup_guarded(inner.z, params.step_size))
+        return self.kernel.with_recipe_state(state, guarded)
+
+    def step(
+        self,
+        before: Any,
+        after: Any,
+        info: Info,
+        after_finite: jax.Array,
+        live: jax.Array,
+        adaptation: AdaptationState,
+        temperature: jax.Array,
+    ) -> tuple[Any, AdaptationState, jax.Array]:
+        """A warm-up step from ``before`` to ``after`` judged by the guard (:mod:`.guard`):
+        taken, undone or rejected, h halved on failure, θ added to the window when taken.
+        Returns the chain's state, its warm-up and whether it failed at every step size."""
+        guard = adaptation.guard
+        theta = self.kernel.recipe_state(before).z["theta"]
+        verdict = guards.judge(
+            guard, info.energy, info.grad_norm, after_finite, live, temperature, tree_size(theta)
+        )
+
+        def where(mask: jax.Array, a: Any, b: Any) -> Any:
+            return jax.tree.map(lambda x, y: jnp.where(mask, x, y), a, b)
+
+        state = where(verdict.taken, after, where(verdict.undone, guard.previous, before))
+        guard = guards.advance(guard, verdict, before, info.energy)
+        params = back_off(adaptation.params, verdict.ok)
+        moved = self.kernel.recipe_state(state).z["theta"]
+        stats = where(verdict.taken, accumulate(adaptation.stats, moved), adaptation.stats)
+        failed = params.backoff < FAILED_BACKOFF  # nothing is finite at any step size
+        return state, AdaptationState(params, stats, guard), failed
+
+    # ------------------------------------------------------------------ update
+    def update(
+        self,
+        target: Target,
+        state: Any,
+        adaptation: AdaptationState,
+        key: jax.Array,
+        point: Point,
+        t: jax.Array,
+    ) -> tuple[Any, AdaptationState]:
+        """(h, γ) from the curvature at an adaptation point, after a new mass from the window
+        at the end of a slow window; the window's statistics restart at every window end. The
+        point's flags may be traced booleans (one compilation for every point)."""
+        kernel = self.kernel
+        params, stats = adaptation.params, adaptation.stats
+        inner = kernel.recipe_state(state)
+        theta = inner.z["theta"]
+        mass = params.mass
+        if mass is not None:
+            mass = jax.lax.cond(point.new_mass, window_mass, lambda _: mass, stats)
+        k_batch, k_power = jax.random.split(key)
+        grad_fn = _recipe_grad(target, kernel, k_batch)
+        moving = mass if mass is not None else history_mass(kernel, inner, grad_fn(theta))
+        curvature = largest_curvature(grad_fn, theta, moving, k_power)
+        backoff = jnp.minimum(1.0, 2.0 * params.backoff)
+        temperature = target.temperature(t)
+        floor = friction_floor(kernel, theta, temperature)
+        k_noise = jax.random.fold_in(key, 2)
+        noise = jax.lax.cond(
+            point.final,
+            lambda: self._noise(target, theta, moving, k_noise),
+            lambda: jnp.zeros((), curvature.dtype),
+        )
+        second = momentum_kernel(kernel)
+        params = params_at(curvature, mass, second, backoff, floor, noise, temperature)
+        state = self._readapted(state, params)
+        is_dense = dense(kernel, theta)
+        stats = jax.lax.cond(
+            point.window_end, lambda: empty_stats(theta, is_dense), lambda: stats
+        )
+        return state, AdaptationState(params, stats, adaptation.guard)
+
+    # ------------------------------------------------------------------ final
+    def final(self, adaptation: AdaptationState) -> dict[str, Any]:
+        """The values the chains were frozen with (leading chain axis, host arrays), as
+        ``Samples.adapted`` reports them: ``step_size``, ``friction`` (momentum kernels), and
+        ``inverse_mass`` (a dense mass) or ``mass`` (diagonal)."""
+        params = jax.device_get(adaptation.params)
+        adapted = {"step_size": np.asarray(params.step_size)}
+        if momentum_kernel(self.kernel):
+            adapted["friction"] = np.asarray(params.friction)
+        if isinstance(params.mass, DenseMass):
+            root = np.asarray(params.mass.root)
+            adapted["inverse_mass"] = root @ np.swapaxes(root, -1, -2)
+        elif params.mass is not None:
+            adapted["mass"] = jax.tree.map(np.asarray, params.mass.values)
+        return adapted
+
+    # ------------------------------------------------------------------ helpers
+    def _readapted(self, state: Any, params: AdaptParams) -> Any:
+        """``state`` with the recipe's auxiliary variables re-expressed for new values
+        (:meth:`Recipe.readapted`, e.g. a momentum under a new mass)."""
+        inner = self.kernel.recipe_state(state)
+        recipe = self.kernel_at(params).recipe_kernel().recipe
+        return self.kernel.with_recipe_state(state, inner._replace(z=recipe.readapted(inner.z)))
+
+    def _noise(self, target: Target, theta: PyTree, mass: Any, key: jax.Array) -> jax.Array:
+        """V of :func:`gradient_noise` from independent random minibatches at θ."""
+        keys = jax.random.split(key, NOISE_BATCHES)
+        grads = jax.vmap(lambda k: _recipe_grad(target, self.kernel, k)(theta))(keys)
+        return gradient_noise(grads, mass)
+
+    def _energy_noise(self, target: Target, theta: PyTree, key: jax.Array) -> jax.Array:
+        """s_Ũ of :class:`.guard.Guard`: the standard deviation of the minibatch energy across
+        :data:`.guard.ENERGY_NOISE_BATCHES` independent minibatches at θ (0 with full
+        batches)."""
+        keys = jax.random.split(key, guards.ENERGY_NOISE_BATCHES)
+        energies = jax.vmap(lambda k: _recipe_energy(target, self.kernel, k)(theta))(keys)
+        return jnp.std(energies, ddof=1)

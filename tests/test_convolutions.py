@@ -12,7 +12,7 @@ import pytest
 from jax import lax
 
 import bdl
-from bdl.utils.convolutions import _canonical_convolution, canonical_convolutions, has_convolution
+from bdl.utils.convolutions import canonical_convolution, canonical_convolutions, has_convolution
 
 CASES = [
     # (spatial, lhs/rhs/out layouts, strides, padding, lhs dilation, rhs dilation, groups)
@@ -51,7 +51,7 @@ def test_the_canonical_form_is_the_same_convolution(case) -> None:
 
     expected = conv(lhs, rhs)
     params = jax.make_jaxpr(conv)(lhs, rhs).jaxpr.eqns[0].params
-    direct = _canonical_convolution(lhs, rhs, **params)
+    direct = canonical_convolution(lhs, rhs, **params)
     np.testing.assert_allclose(direct, expected, rtol=1e-5, atol=1e-5)
     # the gradient's transposed convolutions are rewritten too; the gradient is checked against
     # forward-mode derivatives, which use only the forward convolution (XLA:CPU's own reverse
@@ -79,7 +79,7 @@ def test_negative_padding_is_explicit() -> None:
         .jaxpr.eqns[0]
         .params
     )
-    got = jax.jit(lambda g, w: _canonical_convolution(g, w, **params))(g, w)
+    got = jax.jit(lambda g, w: canonical_convolution(g, w, **params))(g, w)
     padded = np.concatenate([np.asarray(g)[:, :, 1:], np.zeros((3, 6, 1))], axis=2)
     windows = np.stack([padded[:, :, 2 * o : 2 * o + 2] for o in range(9)], axis=-1)
     want = np.einsum("ncwo,cdw->ndo", windows, np.asarray(w))

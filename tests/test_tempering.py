@@ -150,11 +150,11 @@ def test_likelihood_tempering_at_zero_temperature_drops_the_prior(data):
     np.testing.assert_allclose(compiled.energy(position), -(N_EFF / N) * ll, rtol=1e-6)
 
 
-def test_nuts_cache_keys_tell_the_modes_and_sizes_apart(data):
-    from bdl.validation.reference import _cache_key
+def test_nutscache_keys_tell_the_modes_and_sizes_apart(data):
+    from bdl.validation.reference import cache_key
 
     keys = {
-        _cache_key(bdl.compile(_model(mode, effective_size=size), data), T, {})
+        cache_key(bdl.compile(_model(mode, effective_size=size), data), T, {})
         for mode in ("posterior", "likelihood")
         for size in (None, N_EFF)
     }

@@ -45,8 +45,8 @@ from bdl.metrics._utils import as_float
 
 __all__ = ["energy_distance"]
 
-# Elements of the (block, n, d) difference array materialised at once by the row blocks.
-_BLOCK_ELEMENTS = 1 << 22
+#: elements of the (block, n, d) difference array materialised at once by the row blocks
+BLOCK_ELEMENTS = 1 << 22
 
 
 def _norm(diff: jax.Array) -> jax.Array:
@@ -56,10 +56,11 @@ def _norm(diff: jax.Array) -> jax.Array:
     return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
 
 
-def _distance_sum(a: jax.Array, b: jax.Array) -> jax.Array:
-    """Σ_{i,j} ‖a_i − b_j‖ for a (m, d), b (n, d), in row blocks of bounded memory."""
+def distance_sum(a: jax.Array, b: jax.Array, block_elements: int = BLOCK_ELEMENTS) -> jax.Array:
+    """Σ_{i,j} ‖a_i − b_j‖ for a (m, d), b (n, d), in row blocks of at most ``block_elements``
+    differences materialised at once."""
     m, (n, d) = a.shape[0], b.shape
-    batch = max(1, _BLOCK_ELEMENTS // max(1, n * d))
+    batch = max(1, block_elements // max(1, n * d))
     if batch >= m:  # small enough to materialise (m, n, d) at once
         return jnp.sum(_norm(a[:, None, :] - b[None, :, :]))
     rows = jax.lax.map(lambda a_i: jnp.sum(_norm(a_i - b)), a, batch_size=batch)
@@ -124,8 +125,8 @@ def energy_distance(
     key_x, key_y = (None, None) if key is None else jax.random.split(key)
     x, y = _subsample(x, max_samples, key_x), _subsample(y, max_samples, key_y)
     m, n = x.shape[0], y.shape[0]
-    cross = _distance_sum(x, y) / (m * n)
-    within_x, within_y = _distance_sum(x, x), _distance_sum(y, y)
+    cross = distance_sum(x, y) / (m * n)
+    within_x, within_y = distance_sum(x, x), distance_sum(y, y)
     if unbiased:
         within_x, within_y = within_x / (m * (m - 1)), within_y / (n * (n - 1))
     else:

@@ -111,7 +111,7 @@ def _evaluate(jaxpr: core.Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> 
     for eqn in jaxpr.eqns:
         invals = [read(v) for v in eqn.invars]
         if eqn.primitive is lax.conv_general_dilated_p:
-            outvals = [_canonical_convolution(*invals, **eqn.params)]
+            outvals = [canonical_convolution(*invals, **eqn.params)]
         elif eqn.primitive.name in _CALLS and _has_convolution(_inner(eqn).jaxpr):
             inner = _inner(eqn)
             outvals = _evaluate(inner.jaxpr, inner.consts, invals)
@@ -130,7 +130,7 @@ def _evaluate(jaxpr: core.Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> 
     ]
 
 
-def _canonical_convolution(lhs: Any, rhs: Any, *, dimension_numbers: Any, **params: Any) -> Any:
+def canonical_convolution(lhs: Any, rhs: Any, *, dimension_numbers: Any, **params: Any) -> Any:
     """The convolution of ``lhs`` and ``rhs`` computed in the layout b01f, 01io -> b01f."""
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     k = len(lhs_spec) - 2  # spatial dimensions, kept in their order

@@ -109,7 +109,7 @@ def gate(monitored: np.ndarray) -> tuple[float, float]:
     return float(np.nanmax(rhat)), float(np.nanmin(ess))
 
 
-def _cache_key(target: Target, temperature: float, settings: dict[str, Any]) -> str:
+def cache_key(target: Target, temperature: float, settings: dict[str, Any]) -> str:
     digest = hashlib.sha256()
     digest.update(target.name.encode())
     declaration = repr(getattr(target, "model", getattr(target, "potential", None)))
@@ -152,7 +152,7 @@ def nuts_reference(
         "seed": seed,
         "space": space,
     }
-    path = cache_dir() / "references" / f"{_cache_key(target, t, settings)}.npz"
+    path = cache_dir() / "references" / f"{cache_key(target, t, settings)}.npz"
     if use_cache and path.is_file():
         reference = _load(path, target)
     else:

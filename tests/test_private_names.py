@@ -40,9 +40,9 @@ def private_uses(source: str) -> list[tuple[int, str]]:
                 found.append((node.lineno, ast.unparse(node)))
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "setattr":
             name = node.args[1] if len(node.args) > 1 else None
-            if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                if _private(name.value):
-                    found.append((node.lineno, ast.unparse(node)))
+            is_text = isinstance(name, ast.Constant) and isinstance(name.value, str)
+            if is_text and _private(name.value):
+                found.append((node.lineno, ast.unparse(node)))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             parts = node.value.split(".")
             if parts[0] == "bdl" and len(parts) > 1 and any(_private(p) for p in parts):

@@ -107,25 +107,39 @@ SCRIPT = MODEL + textwrap.dedent(
 
     target = build()
     bdl.sample(
-        target, bdl.kernels.get("sghmc"), num_steps=400_000, burn_in=400, thin=8,
-        num_chains=3, seed=3, checkpoint=sys.argv[1], checkpoint_every=0.0, progress=False,
+        target, bdl.kernels.get("sghmc"), num_steps=int(sys.argv[3]), burn_in=int(sys.argv[2]),
+        thin=8, num_chains=3, seed=3, checkpoint=sys.argv[1], checkpoint_every=0.0,
+        progress=False,
     )
     """
 )
+#: burn-in and total steps of the killed run: killed in sampling (after three parts of draws)
+#: or in warm-up (once a checkpoint past step 1,000 is written, far from the burn-in's end)
+PHASES = {"sampling": (400, 400_000), "warm-up": (40_000, 400_000)}
 
 
+@pytest.mark.parametrize("phase", sorted(PHASES))
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
-def test_a_killed_process_resumes(target, tmp_path, sig):
+def test_a_killed_process_resumes(tmp_path, sig, phase):
     """A process killed mid-run (SIGKILL: no chance to clean up) or stopped (SIGTERM: writes its
-    checkpoint and exits) resumes from its last checkpoint to the uninterrupted run's draws."""
+    checkpoint and exits), in warm-up or while sampling, resumes from its last checkpoint to the
+    uninterrupted run's draws."""
+    burn_in, num_steps = PHASES[phase]
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
     directory = tmp_path / "ck"
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.Popen([sys.executable, str(script), str(directory)], env=env)
+    argv = [sys.executable, str(script), str(directory), str(burn_in), str(num_steps)]
+    proc = subprocess.Popen(argv, env=env)
+
+    def ready() -> bool:
+        if phase == "sampling":
+            return (directory / "draws-000003.npz").exists()
+        return checkpoint_io.exists(directory) and checkpoint_io.read(directory).step >= 1_000
+
     try:
         deadline = time.time() + 120
-        while not (directory / "draws-000003.npz").exists():
+        while not ready():
             assert proc.poll() is None, "the run ended before it was killed"
             assert time.time() < deadline, "no checkpoint within 120 s"
             time.sleep(0.05)
@@ -135,9 +149,12 @@ def test_a_killed_process_resumes(target, tmp_path, sig):
         proc.kill()
     assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 0)
     steps = checkpoint_io.read(directory).step
-    num_steps = steps + 800
+    assert (steps < burn_in) == (phase == "warm-up")
+    num_steps = max(steps, burn_in) + 800
+    target = build()
     resumed = bdl.sample(
         target, bdl.kernels.get("sghmc"), resume=directory, num_steps=num_steps, progress=False
     )
-    whole = bdl.sample(target, bdl.kernels.get("sghmc"), **{**RUN, "num_steps": num_steps})
+    run = {**RUN, "burn_in": burn_in, "num_steps": num_steps}
+    whole = bdl.sample(target, bdl.kernels.get("sghmc"), **run)
     assert_same(whole, resumed)

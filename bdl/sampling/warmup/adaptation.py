@@ -53,11 +53,14 @@ FAILED_BACKOFF = 2.0**-40
 
 
 class AdaptationState(NamedTuple):
-    """One chain's warm-up: its adapted values, the window's statistics of θ and the guard."""
+    """One chain's warm-up: its adapted values, the window's statistics of θ, the guard, and
+    the largest curvature λ_max measured since the mass last changed (the final window's step
+    is set from it: :meth:`WarmUp.update`)."""
 
     params: AdaptParams
     stats: Welford
     guard: guards.Guard
+    peak: jax.Array
 
 
 def needs_adaptation(kernel: Kernel) -> bool:
@@ -151,7 +154,7 @@ class WarmUp(eqx.Module):
         state = self._readapted(state, params)
         noise = self._energy_noise(target, theta, jax.random.fold_in(key, 4))
         guard = guards.start_guard(state, noise)
-        return state, AdaptationState(params, empty_stats(theta, is_dense), guard)
+        return state, AdaptationState(params, empty_stats(theta, is_dense), guard, curvature)
 
     # ------------------------------------------------------------------ step
     def hyper(self, adaptation: AdaptationState, temperature: jax.Array) -> tuple[Any, Any]:
@@ -181,22 +184,29 @@ class WarmUp(eqx.Module):
         """A warm-up step from ``before`` to ``after`` judged by the guard (:mod:`.guard`):
         taken, undone or rejected, h halved on failure, θ added to the window when taken.
         Returns the chain's state, its warm-up and whether it failed at every step size."""
-        guard = adaptation.guard
-        theta = self.kernel.recipe_state(before).z["theta"]
+        guard, params = adaptation.guard, adaptation.params
+        inner = self.kernel.recipe_state(before)
+        recipe = self.kernel_at(params).recipe_kernel().recipe
+        dtype = info.energy.dtype
+        kinetic = recipe.kinetic(inner.z).astype(dtype)
+        previous = recipe.kinetic(self.kernel.recipe_state(guard.previous).z).astype(dtype)
+        injection = params.step_size * params.friction if momentum_kernel(self.kernel) else 0.0
+        dim = tree_size(inner.z["theta"])
         verdict = guards.judge(
-            guard, info.energy, info.grad_norm, after_finite, live, temperature, tree_size(theta)
-        )
+            guard, info.energy, kinetic, previous, info.grad_norm, after_finite, live,
+            temperature, dim, injection,
+        )  # fmt: skip
 
         def where(mask: jax.Array, a: Any, b: Any) -> Any:
             return jax.tree.map(lambda x, y: jnp.where(mask, x, y), a, b)
 
         state = where(verdict.taken, after, where(verdict.undone, guard.previous, before))
         guard = guards.advance(guard, verdict, before, info.energy)
-        params = back_off(adaptation.params, verdict.ok)
+        params = back_off(params, verdict.ok)
         moved = self.kernel.recipe_state(state).z["theta"]
         stats = where(verdict.taken, accumulate(adaptation.stats, moved), adaptation.stats)
         failed = params.backoff < FAILED_BACKOFF  # nothing is finite at any step size
-        return state, AdaptationState(params, stats, guard), failed
+        return state, AdaptationState(params, stats, guard, adaptation.peak), failed
 
     # ------------------------------------------------------------------ update
     def update(
@@ -209,8 +219,11 @@ class WarmUp(eqx.Module):
         t: jax.Array,
     ) -> tuple[Any, AdaptationState]:
         """(h, γ) from the curvature at an adaptation point, after a new mass from the window
-        at the end of a slow window; the window's statistics restart at every window end. The
-        point's flags may be traced booleans (one compilation for every point)."""
+        at the end of a slow window; the window's statistics restart at every window end. In
+        the final window (the one whose values are frozen) h is also held to half the
+        stability limit at the stiffest state measured since the last mass change, at its
+        points every :data:`.schedule.FINAL_STEP_EVERY` steps. The point's flags may be traced
+        booleans (one compilation for every point)."""
         kernel = self.kernel
         params, stats = adaptation.params, adaptation.stats
         inner = kernel.recipe_state(state)
@@ -222,6 +235,10 @@ class WarmUp(eqx.Module):
         grad_fn = _recipe_grad(target, kernel, k_batch)
         moving = mass if mass is not None else history_mass(kernel, inner, grad_fn(theta))
         curvature = largest_curvature(grad_fn, theta, moving, k_power)
+        peak = jnp.where(point.new_mass, curvature, jnp.maximum(adaptation.peak, curvature))
+        # the final window's step is also stable at the stiffest state it saw: the frozen
+        # kernel must not diverge wherever the chain goes next, not only where it was measured
+        stiffest = jnp.where(point.final, peak, curvature)
         backoff = jnp.minimum(1.0, 2.0 * params.backoff)
         temperature = target.temperature(t)
         floor = friction_floor(kernel, theta, temperature)
@@ -232,13 +249,15 @@ class WarmUp(eqx.Module):
             lambda: jnp.zeros((), curvature.dtype),
         )
         second = momentum_kernel(kernel)
-        params = params_at(curvature, mass, second, backoff, floor, noise, temperature)
+        params = params_at(
+            curvature, mass, second, backoff, floor, noise, temperature, stiffest
+        )
         state = self._readapted(state, params)
         is_dense = dense(kernel, theta)
         stats = jax.lax.cond(
             point.window_end, lambda: empty_stats(theta, is_dense), lambda: stats
         )
-        return state, AdaptationState(params, stats, adaptation.guard)
+        return state, AdaptationState(params, stats, adaptation.guard, peak)
 
     # ------------------------------------------------------------------ final
     def final(self, adaptation: AdaptationState) -> dict[str, Any]:

@@ -3,9 +3,10 @@
 A fast window (15 % of burn-in) adapts the step size only; slow windows of doubling length (from
 5 %, the last absorbing the remainder) each end with a new mass from the window's θ; a final
 fast window (10 %) re-adapts the step size to the last mass (Carpenter et al. 2017, Stan's
-warm-up). Within a window the step size is also re-adapted every :data:`STEP_EVERY` steps: a
-start far from the posterior can be much stiffer or flatter than the posterior. The points
-depend on the burn-in alone, never on how a run is cut into calls.
+warm-up). Within a window the step size is also re-adapted every :data:`STEP_EVERY` steps (a
+start far from the posterior can be much stiffer or flatter than the posterior), and every
+:data:`FINAL_STEP_EVERY` steps in the final window, whose step is frozen. The points depend on
+the burn-in alone, never on how a run is cut into calls.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from typing import NamedTuple
 MIN_BURN_IN = 150
 #: steps between step-size updates within a window (20 Hessian-vector products per 250 steps)
 STEP_EVERY = 250
+#: the same in the final window, whose step is frozen: more states, so that the stiffest one
+#: the chain visits sets the step (20 Hessian-vector products per 50 steps over 10 % of burn-in)
+FINAL_STEP_EVERY = 50
 
 
 class Window(NamedTuple):
@@ -67,7 +71,8 @@ class Schedule:
         for w, window in enumerate(self.windows):
             stop = start + window.length
             final = w == len(self.windows) - 1
-            for p in range(start + STEP_EVERY, stop, STEP_EVERY):
+            every = FINAL_STEP_EVERY if final else STEP_EVERY
+            for p in range(start + every, stop, every):
                 self.points[p] = Point(False, False, final)
             self.points[stop] = Point(window.slow, True, final)
             start = stop

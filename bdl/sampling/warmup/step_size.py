@@ -38,6 +38,8 @@ PyTree = Any
 FIRST_ORDER_STEP = 0.1
 SECOND_ORDER_STEP = 0.25
 MOMENTUM_DECAY = 0.1
+#: the same products at the stiffest state the final window saw: half the stability limit (2)
+STABLE_STEP = 1.0
 #: ε: the relative heating by gradient noise the friction (and step) rules allow
 NOISE_HEATING = 0.05
 #: independent minibatch gradients per gradient-noise estimate
@@ -103,10 +105,16 @@ def params_at(
     friction_floor: Any = 0.0,
     noise: Any = 0.0,
     temperature: Any = 1.0,
+    stiffest: Any = None,
 ) -> AdaptParams:
     """(h, γ) from the curvature and the gradient noise (module docstring), h cut by the
-    back-off factor, γ at least ``friction_floor``."""
+    back-off factor, γ at least ``friction_floor``. With ``stiffest`` (the largest λ_max seen
+    at other states), h is also held to half the integrator's stability limit there:
+    h·λ ≤ :data:`STABLE_STEP` (first order), h·√λ ≤ :data:`STABLE_STEP` (momentum)."""
     h = step_from_curvature(curvature, second_order)
+    if stiffest is not None:
+        lam = jnp.maximum(stiffest, 1e-30)
+        h = jnp.minimum(h, STABLE_STEP / (jnp.sqrt(lam) if second_order else lam))
     heat = jnp.where(temperature > 0, noise / (2.0 * NOISE_HEATING * temperature), 0.0)
     if second_order:  # γ ≥ h·V/(2Tε) with h·γ ≤ 1; a thermostat's h·A ≤ ½ (ξ fluctuates)
         h = jnp.minimum(h, jax.lax.rsqrt(jnp.maximum(heat, 1e-30)))

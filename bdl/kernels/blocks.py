@@ -173,12 +173,18 @@ class DenseMass(Block):
 
 
 def dense_mass(inverse: jax.Array, floor: float = 1e-12) -> DenseMass:
-    """The dense mass with M⁻¹ = ``inverse`` (symmetrised; eigenvalues floored at ``floor`` times
-    the largest), its root from the eigendecomposition, which a nearly singular covariance in
-    float32 does not break as a Cholesky factorisation can."""
-    eigval, eigvec = jnp.linalg.eigh(0.5 * (inverse + inverse.T))
+    """The dense mass with M⁻¹ = ``inverse`` (symmetrised), its root from the eigendecomposition
+    of the matrix scaled to a unit diagonal, C = D⁻¹·M⁻¹·D⁻¹ with D² = diag M⁻¹: S = D·V·Λ^{1/2}
+    for C = V·Λ·Vᵀ, the eigenvalues floored at ``floor`` times the largest. The scaling keeps
+    what float32 resolves: a covariance whose diagonal spans 10¹⁰ (a coefficient of a feature
+    measured in thousands beside one measured in thousandths) has a correlation matrix whose
+    spectrum spans far less, and a nearly singular one does not break the eigendecomposition as
+    it breaks a Cholesky factorisation."""
+    inverse = 0.5 * (inverse + inverse.T)
+    scale = jnp.sqrt(jnp.maximum(jnp.diagonal(inverse), 1e-30))
+    eigval, eigvec = jnp.linalg.eigh(inverse / scale[:, None] / scale[None, :])
     eigval = jnp.maximum(eigval, floor * jnp.max(eigval) + 1e-30)
-    return DenseMass(eigvec * jnp.sqrt(eigval))
+    return DenseMass(scale[:, None] * eigvec * jnp.sqrt(eigval))
 
 
 def as_block(value: Any) -> Block:

@@ -245,3 +245,44 @@ def test_warm_up_undoes_unstable_steps_on_a_funnel(name):
     in_warm_up = s.diverged & (s.divergence_step < burn_in)
     assert not in_warm_up.any(), s.divergence_report()
     assert np.all(np.isfinite(s.adapted["step_size"])) and np.all(s.adapted["step_size"] > 0)
+
+
+def _collinear_regression(noise: float = 0.01) -> tuple[bdl.CompiledModel, np.ndarray, np.ndarray]:
+    """A linear regression on 12 predictors that share one factor (x_j = f + 0.01·e_j: pairwise
+    correlations ≈ 0.9999) and an intercept, known noise σ = 1, N(0, 10²) priors: the posterior
+    is N(μ, Σ) exactly, Σ = (XᵀX + I/100)⁻¹, with a condition number of about 10⁶."""
+    rng = np.random.default_rng(4)
+    n, d = 2_000, 12
+    f = rng.normal(size=(n, 1))
+    x = (f + noise * rng.normal(size=(n, d))).astype(np.float32)
+    y = (x @ rng.normal(size=d) + 1.0 + rng.normal(size=n)).astype(np.float32)
+    model = bdl.Model(
+        network=lambda p, x: x @ p["w"] + p["b"],
+        params={"b": jnp.zeros(()), "w": jnp.zeros(d)},
+        likelihood=bdl.Gaussian(1.0),
+        prior=bdl.Normal(10.0),
+    )
+    design = np.column_stack([np.ones(n), x]).astype(np.float64)  # leaves: b, then w
+    cov = np.linalg.inv(design.T @ design + np.eye(d + 1) / 100.0)
+    return bdl.compile(model, (x, y)), cov @ design.T @ y.astype(np.float64), cov
+
+
+@pytest.mark.parametrize("name", ["sghmc", "sgnht"])
+def test_a_collinear_regression_mixes_with_the_laplace_mass(name):
+    """Condition number ≈ 10⁶: the slow windows' covariance alone, from chains that have not
+    crossed the posterior's long directions, under-states them and the chains never mix
+    (R̂ 1.8 and ESS 6 on 24 such predictors before); the mass from the Hessian at the window's
+    mean gives the exact posterior's two moments within Monte Carlo error."""
+    from stat_utils import assert_moments
+
+    compiled, mean, cov = _collinear_regression()
+    assert np.linalg.cond(cov) > 1e5
+    s = bdl.sample(
+        compiled, ADAPTED[name](), num_steps=5_000, burn_in=2_000, thin=3, num_chains=4, seed=0,
+        progress=False,
+    )  # fmt: skip
+    assert not s.diverged.any()
+    draws = np.concatenate(
+        [np.asarray(s.positions["net"]["b"])[..., None], np.asarray(s.positions["net"]["w"])], -1
+    )
+    assert_moments(draws, mean, cov, min_ess=400)

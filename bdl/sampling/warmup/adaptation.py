@@ -19,6 +19,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from bdl.compile.target import Target
 from bdl.kernels.base import Info, Kernel
@@ -29,10 +30,12 @@ from bdl.sampling.warmup.mass import (
     accumulate,
     adapts_mass,
     dense,
+    dense_hessian,
     empty_stats,
     hessian_diagonal_mass,
     hessian_mass,
     history_mass,
+    laplace_mass,
     window_mass,
 )
 from bdl.sampling.warmup.schedule import Point
@@ -229,8 +232,20 @@ class WarmUp(eqx.Module):
         inner = kernel.recipe_state(state)
         theta = inner.z["theta"]
         mass = params.mass
+        is_dense = dense(kernel, theta)
+        temperature = target.temperature(t)
         if mass is not None:
-            mass = jax.lax.cond(point.new_mass, window_mass, lambda _: mass, stats)
+
+            def new_mass(stats: Welford) -> Any:
+                window = window_mass(stats)
+                if not is_dense:
+                    return window
+                unravel = ravel_pytree(theta)[1]
+                energy = kernel.augment_energy(target.energy)  # full data: d ≤ 100 here
+                hessian = dense_hessian(jax.grad(energy), unravel(stats.mean))
+                return laplace_mass(window, hessian, temperature)
+
+            mass = jax.lax.cond(point.new_mass, new_mass, lambda _: mass, stats)
         k_batch, k_power = jax.random.split(key)
         grad_fn = _recipe_grad(target, kernel, k_batch)
         moving = mass if mass is not None else history_mass(kernel, inner, grad_fn(theta))
@@ -240,7 +255,6 @@ class WarmUp(eqx.Module):
         # kernel must not diverge wherever the chain goes next, not only where it was measured
         stiffest = jnp.where(point.final, peak, curvature)
         backoff = jnp.minimum(1.0, 2.0 * params.backoff)
-        temperature = target.temperature(t)
         floor = friction_floor(kernel, theta, temperature)
         k_noise = jax.random.fold_in(key, 2)
         noise = jax.lax.cond(
@@ -253,7 +267,6 @@ class WarmUp(eqx.Module):
             curvature, mass, second, backoff, floor, noise, temperature, stiffest
         )
         state = self._readapted(state, params)
-        is_dense = dense(kernel, theta)
         stats = jax.lax.cond(
             point.window_end, lambda: empty_stats(theta, is_dense), lambda: stats
         )

@@ -7,15 +7,19 @@ and the checker*):
 2. **kinetic field**: the field the dynamics use for ∇g has a symmetric Jacobian (it is a
    gradient, so a Hamiltonian exists);
 3. **Fokker–Planck**: with p = exp(−H/T) and the kernel's own Γ, the flux
-   J = [−(D+Q)∇H + TΓ]p − T∇·(Dp) is divergence-free. In log space J = p·w with
-   w = −(D+Q)∇H + TΓ − TΓ_D + D∇H (Γ_D = ∇·D by dense autodiff), so the residual is
-   (∇·J)/p = ∇·w − w·∇H/T;
-4. **discretisation**: the step's drift tends to the declared −(D+Q)∇H + TΓ as h → 0 (exactly,
-   using one noise draw at three temperatures: Δz(T) − Δz(0) = hTΓ + √T·noise, so two
-   temperatures separate the Γ term from the noise), and Cov[Δz]/(2h) tends to T·D (Monte Carlo,
-   z-scored by its standard error);
-5. **history**: one step does not change the recipe (a per-step adapted preconditioner does);
-6. for the Gibbs wrapper (:mod:`bdl.kernels.gibbs`), the inner kernel's recipe as above, and
+   J = [−(D+Q)∇H + TΓ]p − T∇·(Dp) is divergence-free, evaluated in log space
+   (:mod:`bdl.kernels.dense_recipe`);
+4. **drift**: the step's drift tends to the declared −(D+Q)∇H + TΓ as h → 0 (exactly, using one
+   noise draw at four temperatures: Δz(T) − Δz(0) = a√T + hΓT + bT^{3/2} separates the Γ term
+   from the noise);
+5. **noise**: the covariance rate of one step tends to T·D as h → 0. The integrator's step is a
+   function of its Gaussian draw ξ, so B = ∂z'/∂ξ gives its covariance B·Bᵀ by autodiff, with no
+   sampling; C(h) = B·Bᵀ/(2h) = T·D + O(h), and its Richardson extrapolation to h = 0 from h,
+   h/2 and h/4 must equal T·D to rounding (:mod:`bdl.kernels.increments`). When
+   ``kernel.step`` is not that integrator's move of the standard draw of its key (a wrapper that
+   adds randomness of its own), the step is also sampled and Cov[Δz] z-scored against B·Bᵀ;
+6. **history**: one step does not change the recipe (a per-step adapted preconditioner does);
+7. for the Gibbs wrapper (:mod:`bdl.kernels.gibbs`), the inner kernel's recipe as above, and
    ∂g/∂θ = 0: its exact conditional draws of θ's precisions leave exp(−H/T) invariant only when
    the auxiliary variables are independent of θ. (The test energy has no hyper-parameters; the
    draws themselves are tested statistically in tests/test_gibbs.py.)
@@ -27,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -35,12 +38,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from bdl.kernels import increments
 from bdl.kernels.base import Kernel
-from bdl.kernels.blocks import as_block, matvec
+from bdl.kernels.dense_recipe import analyse
 from bdl.kernels.gibbs import Gibbs
-from bdl.kernels.recipe import Context, Recipe, drift, hamiltonian_grad
+from bdl.kernels.recipe import Recipe
 from bdl.utils import arguments
-from bdl.utils.owner_jit import owner_jit
 
 PyTree = Any
 
@@ -77,19 +80,32 @@ class CheckReport:
 
 @dataclasses.dataclass(frozen=True)
 class Tolerances:
-    """Thresholds; residuals are relative to the scale of the terms they compare."""
+    """Thresholds; residuals are relative to the scale of the terms they compare.
+
+    ``noise`` bounds the exact noise-covariance error, a rounding error: ≈ 3e-16 for float64
+    recipes, up to ≈ d²·6e-8 when the recipe's constants are float32 (values adapted by a float32
+    run, whose D and noise factor agree to float32 rounding; ≈ 1e-8 measured); a variance error
+    of 2 % reads 2e-2. ``step_identity`` decides whether ``kernel.step`` is its integrator's
+    move of the standard draw (rounding only); when it is not, the step is also sampled and its
+    covariance z-scored (``noise_z``, with ``noise_bias``·T·max|D| added to the standard error
+    as a floor)."""
 
     structure: float = 1e-9
     kinetic_field: float = 1e-7
     fokker_planck: float = 1e-6
     drift: float = 1e-3
+    noise: float = 1e-5
+    step_identity: float = 1e-9
     noise_z: float = 6.0
-    noise_bias: float = 2e-2
+    noise_bias: float = 1e-3
     history: float = 1e-10
 
 
 #: the smallest temperature the checker resolves (SGHMC read as approximate at T = 1e-4)
 MIN_TEMPERATURE = 1e-2
+
+#: the step size of the sampled noise check
+SAMPLED_STEP = 1e-4
 
 
 def check(
@@ -102,7 +118,10 @@ def check(
     noise_draws: int = 20_000,
     tolerances: Tolerances | None = None,
 ) -> CheckReport:
-    """Check ``kernel`` for stationarity and for agreement of its step with its recipe."""
+    """Check ``kernel`` for stationarity and for agreement of its step with its recipe.
+
+    ``step_size`` is the h of the drift and exact noise checks, ``noise_draws`` the number of
+    steps the sampled noise check takes per state when it runs (docs/checker.md)."""
     if not isinstance(kernel, Kernel):
         raise TypeError(
             "check(kernel) needs a kernel object, e.g. bdl.kernels.get('sgld', step_size=1e-3); "
@@ -128,7 +147,6 @@ def _check(
     joint_energy = kernel.augment_energy(energy)
     key = jax.random.key(seed)
     worst: dict[str, float] = {}
-    reasons: list[str] = []
 
     def record(name: str, value: float) -> None:
         worst[name] = max(worst.get(name, 0.0), float(value))
@@ -141,8 +159,10 @@ def _check(
         }
         state = kernel.init(theta, k_init)
         for i in range(3):  # populate any gradient history
-            state, _ = _step(kernel, jax.random.fold_in(k_warm, i), state, grad_fn, 1e-3, T)
-        if kernel.recipe_kernel() is None:
+            k_i = jax.random.fold_in(k_warm, i)
+            state, _ = increments.step(kernel, k_i, state, grad_fn, 1e-3, T)
+        recipe_kernel = kernel.recipe_kernel()
+        if recipe_kernel is None:
             return CheckReport(
                 kernel.name,
                 "approximate",
@@ -155,7 +175,7 @@ def _check(
         inner = kernel.recipe_state(state)
         z = _randomise(inner.z, k_z)
         state = kernel.with_recipe_state(state, inner._replace(z=z))
-        a = jax.device_get(_analyse(recipe, joint_energy, z, jnp.asarray(T)))
+        a = jax.device_get(analyse(recipe, joint_energy, z, jnp.asarray(T, jnp.float64)))
 
         d_mat, q_mat, jac = a["D"], a["Q"], a["kinetic_jacobian"]
         scale = 1.0 + np.max(np.abs(d_mat)) + np.max(np.abs(q_mat))
@@ -176,12 +196,19 @@ def _check(
         step_err = _step_agreement(kernel, state, grad_fn, a, T, h, k_step)
         for name, value in step_err.items():
             record(name, value)
-        record(
-            "noise covariance |z|", _noise_z(kernel, state, grad_fn, d_mat, T, k_step, draws, tol)
-        )
 
-        stepped, _ = _step(kernel, jax.random.fold_in(k_step, 7), state, grad_fn, 1e-3, T)
-        after = jax.device_get(_analyse(kernel.recipe_at(stepped), joint_energy, z, jnp.asarray(T)))
+        noise = _noise_check(
+            kernel, recipe, state, joint_energy, grad_fn, d_mat, T, h, k_step, draws, tol
+        )
+        for name, value in noise.items():
+            record(name, value)
+
+        stepped_state, _ = increments.step(
+            kernel, jax.random.fold_in(k_step, 7), state, grad_fn, 1e-3, T
+        )
+        after = jax.device_get(
+            analyse(kernel.recipe_at(stepped_state), joint_energy, z, jnp.asarray(T, jnp.float64))
+        )
         change = max(
             np.max(np.abs(after["D"] - d_mat)),
             np.max(np.abs(after["Q"] - q_mat)),
@@ -191,6 +218,11 @@ def _check(
         if isinstance(kernel, Gibbs):
             record("Gibbs: ∂g/∂θ", _kinetic_theta_gradient(recipe, z))
 
+    return CheckReport(kernel.name, *_verdict(worst, tol), worst)
+
+
+def _verdict(worst: dict[str, float], tol: Tolerances) -> tuple[str, list[str]]:
+    reasons = []
     if worst["D asymmetry"] > tol.structure or worst["D negative eigenvalue"] > tol.structure:
         reasons.append("D is not symmetric positive semi-definite")
     if worst["Q + Qᵀ"] > tol.structure:
@@ -206,8 +238,16 @@ def _check(
         reasons.append(f"{why}: Fokker–Planck residual {worst['Fokker–Planck residual']:.2e}")
     if max(worst["drift error"], worst["Γ-term error"]) > tol.drift:
         reasons.append("the step disagrees with the declared recipe (drift)")
-    if worst["noise covariance |z|"] > tol.noise_z:
-        reasons.append("the step's noise covariance is not 2hT·D")
+    if worst["noise covariance error"] > tol.noise:
+        reasons.append(
+            "the step's noise covariance is not 2hT·D: relative error "
+            f"{worst['noise covariance error']:.2e}"
+        )
+    elif worst.get("noise covariance |z| (sampled)", 0.0) > tol.noise_z:
+        reasons.append(
+            "the step's noise covariance is not 2hT·D: sampled |z| "
+            f"{worst['noise covariance |z| (sampled)']:.1f}"
+        )
     if worst["recipe change per step"] > tol.history:
         reasons.append("depends on gradient history: the recipe (D, Q or g) changes every step")
     if worst.get("Gibbs: ∂g/∂θ", 0.0) > tol.structure:
@@ -215,8 +255,7 @@ def _check(
             "the kinetic energy g depends on θ: a Gibbs draw of θ's precisions changes the "
             "conditional law of the auxiliary variables"
         )
-    verdict = "approximate" if reasons else "exact"
-    return CheckReport(kernel.name, verdict, reasons, worst)
+    return ("approximate" if reasons else "exact"), reasons
 
 
 def _kinetic_theta_gradient(recipe: Recipe, z: dict[str, PyTree]) -> float:
@@ -231,163 +270,22 @@ def _randomise(z: dict[str, PyTree], key: jax.Array) -> dict[str, PyTree]:
     return unravel(0.8 * jax.random.normal(key, flat.shape, jnp.float64))
 
 
-class _Dense:
-    """Dense views of a recipe at small dimension: D(z), Q(z), Γ, ∇g field, FP residual."""
-
-    def __init__(self, recipe: Recipe, energy: Callable[[PyTree], jax.Array], z: dict):
-        self.recipe, self.energy = recipe, energy
-        self.kinds = recipe.groups
-        self.zf, self.unravel = ravel_pytree(z)
-
-    def ctx(self, z: dict) -> Context:
-        u, g = jax.value_and_grad(self.energy)(z["theta"])
-        return Context(u, g)
-
-    def _matrix(self, which: str) -> Callable[[jax.Array], jax.Array]:
-        def matrix(zf: jax.Array) -> jax.Array:
-            z = self.unravel(zf)
-            ctx = self.ctx(z)
-            if which == "D":
-                blocks = {(g, g): b for g, b in self.recipe.diffusion(z, ctx).items()}
-            else:
-                blocks = self.recipe.curl(z, ctx)
-
-            def apply(vf: jax.Array) -> jax.Array:
-                v = self.unravel(vf)
-                out = {g: jax.tree.map(jnp.zeros_like, z[g]) for g in self.kinds}
-                for (row, col), block in blocks.items():
-                    kinds = self.kinds[row], self.kinds[col]
-                    prod = matvec(as_block(block), v[col], z[row], *kinds)
-                    out[row] = jax.tree.map(jnp.add, out[row], prod)
-                return ravel_pytree(out)[0]
-
-            return jax.jacfwd(apply)(jnp.zeros_like(zf))
-
-        return matrix
-
-    @property
-    def D(self) -> Callable[[jax.Array], jax.Array]:
-        return self._matrix("D")
-
-    @property
-    def Q(self) -> Callable[[jax.Array], jax.Array]:
-        return self._matrix("Q")
-
-    def gamma_true(self, zf: jax.Array) -> jax.Array:
-        """Γ_i = Σ_j ∂_j (D + Q)_ij by dense autodiff (through U and ∇U exactly)."""
-        dm = jax.jacfwd(lambda x: self.D(x) + self.Q(x))(zf)
-        return jnp.einsum("ijj->i", dm)
-
-    def gamma_diffusion(self, zf: jax.Array) -> jax.Array:
-        return jnp.einsum("ijj->i", jax.jacfwd(self.D)(zf))
-
-    def gamma_kernel(self, zf: jax.Array) -> jax.Array:
-        z = self.unravel(zf)
-        return ravel_pytree(_full(self.recipe.evaluate(z, self.ctx(z)).gamma, z))[0]
-
-    def kinetic_field(self, zf: jax.Array) -> jax.Array:
-        z = self.unravel(zf)
-        return ravel_pytree(_full(self.recipe.kinetic_grad(z), z))[0]
-
-    def grad_h(self, zf: jax.Array) -> jax.Array:
-        z = self.unravel(zf)
-        return ravel_pytree(_full(hamiltonian_grad(self.recipe, z, self.ctx(z)), z))[0]
-
-    def drift(self, zf: jax.Array, T: float) -> jax.Array:
-        z = self.unravel(zf)
-        ev = self.recipe.evaluate(z, self.ctx(z))
-        return ravel_pytree(drift(self.recipe, ev, z, T, tuple(self.kinds)))[0]
-
-    def fokker_planck(self, zf: jax.Array, T: float) -> tuple[jax.Array, jax.Array]:
-        def w(x: jax.Array) -> jax.Array:
-            return self.drift(x, T) - T * self.gamma_diffusion(x) + self.D(x) @ self.grad_h(x)
-
-        div = jnp.trace(jax.jacfwd(w)(zf))
-        flow = w(zf) @ self.grad_h(zf) / T
-        return div - flow, jnp.abs(div) + jnp.abs(flow)
-
-
-def _like(value: Any, template: Any) -> Any:
-    """Broadcast a block product to the structure of the row group."""
-    structured = isinstance(template, dict | list | tuple) or bool(jnp.shape(template))
-    if structured and not isinstance(value, dict | list | tuple) and jnp.ndim(value) == 0:
-        return jax.tree.map(lambda t: jnp.broadcast_to(value, t.shape), template)
-    return value
-
-
-def _full(values: dict[str, PyTree], z: dict[str, PyTree]) -> dict[str, PyTree]:
-    return {
-        g: _like(values[g], z[g]) if g in values else jax.tree.map(jnp.zeros_like, z[g]) for g in z
-    }
-
-
 def _test_energy_and_grad(theta: PyTree) -> tuple[jax.Array, PyTree]:
     return jax.value_and_grad(test_energy)(theta)
-
-
-def _step(kernel: Kernel, key: jax.Array, state: Any, grad_fn: Any, h: float, T: float) -> Any:
-    return _step_jit(kernel, key, state, grad_fn, jnp.asarray(h), jnp.asarray(T))
-
-
-def _delta(kernel: Kernel, state: Any, grad_fn: Any, h: float, T: float, key: jax.Array) -> Any:
-    return _delta_jit(kernel, state, grad_fn, jnp.asarray(h), jnp.asarray(T), key)
-
-
-def _deltas(kernel: Kernel, state: Any, grad_fn: Any, h: float, T: float, keys: jax.Array) -> Any:
-    h, T = jnp.asarray(h), jnp.asarray(T)
-    return _deltas_jit(kernel, state, grad_fn, h, T, keys)
-
-
-@owner_jit
-def _step_jit(kernel: Kernel, key: jax.Array, state: Any, grad_fn: Any, h: Any, T: Any) -> Any:
-    return kernel.step(key, state, grad_fn, h, T)
-
-
-def _delta_fn(kernel: Kernel, state: Any, grad_fn: Any, h: Any, T: Any, key: jax.Array) -> Any:
-    new, _ = kernel.step(key, state, grad_fn, h, T)
-    after, before = kernel.recipe_state(new).z, kernel.recipe_state(state).z
-    return ravel_pytree(after)[0] - ravel_pytree(before)[0]
-
-
-_delta_jit = owner_jit(_delta_fn)
-
-
-@owner_jit
-def _deltas_jit(kernel: Kernel, state: Any, grad_fn: Any, h: Any, T: Any, keys: jax.Array) -> Any:
-    return jax.vmap(lambda k: _delta_fn(kernel, state, grad_fn, h, T, k))(keys)
-
-
-@owner_jit
-def _analyse(recipe: Recipe, energy: Any, z: dict, T: float) -> dict[str, jax.Array]:
-    """Every dense quantity the checker needs at state z, in one compiled function."""
-    dense = _Dense(recipe, energy, z)
-    zf = dense.zf
-    residual, fp_scale = dense.fokker_planck(zf, T)
-    return {
-        "D": dense.D(zf),
-        "Q": dense.Q(zf),
-        "kinetic_field": dense.kinetic_field(zf),
-        "kinetic_jacobian": jax.jacfwd(dense.kinetic_field)(zf),
-        "gamma_true": dense.gamma_true(zf),
-        "gamma_kernel": dense.gamma_kernel(zf),
-        "fp_residual": residual,
-        "fp_scale": fp_scale,
-        "drift0": dense.drift(zf, 0.0),
-    }
 
 
 def _step_agreement(
     kernel: Kernel, state: Any, grad_fn: Any, a: dict, T: float, h: float, key: jax.Array
 ) -> dict[str, float]:
     """Drift and Γ-term of one step against the recipe, relative errors at step size h."""
-    d0 = np.asarray(_delta(kernel, state, grad_fn, h, 0.0, key))
+    d0 = np.asarray(increments.delta(kernel, state, grad_fn, h, 0.0, key))
     expected0 = a["drift0"]
     drift_err = np.max(np.abs(d0 / h - expected0)) / (1.0 + np.max(np.abs(expected0)))
     # Δz(T) − Δz(0) = a√T + hΓ·T + b·T^{3/2} + …, all sharing one noise draw: the T^{3/2} term
     # is there when a later half-step sees noise of an earlier one (symplectic Euler with a
     # noise-dependent Q, e.g. NNSGHMC), so fit all three powers from three temperatures
     ts = np.array([T, T / 4.0, T / 16.0])
-    g = np.stack([np.asarray(_delta(kernel, state, grad_fn, h, t, key)) - d0 for t in ts])
+    g = np.stack([np.asarray(increments.delta(kernel, state, grad_fn, h, t, key)) - d0 for t in ts])
     x = np.sqrt(ts)
     gamma_hat = np.linalg.solve(np.stack([x, x**2, x**3], axis=1), g)[1] / h
     gamma = a["gamma_kernel"]
@@ -395,23 +293,66 @@ def _step_agreement(
     return {"drift error": float(drift_err), "Γ-term error": float(gamma_err)}
 
 
+def _noise_check(
+    kernel: Kernel,
+    recipe: Recipe,
+    state: Any,
+    energy: Any,
+    grad_fn: Any,
+    d_mat: np.ndarray,
+    T: float,
+    h: float,
+    key: jax.Array,
+    draws: int,
+    tol: Tolerances,
+) -> dict[str, float]:
+    """The exact noise-covariance error of the recipe kernel's integrator at this state; and,
+    when ``kernel.step`` from ``key`` is not that integrator's move of the standard draw of
+    ``key`` (randomness of its own beyond the draw), the sampled |z| of the step as well."""
+    integrator = kernel.recipe_kernel().integrator
+    z = kernel.recipe_state(state).z
+    exact = jax.device_get(increments.integrator_noise(recipe, integrator, energy, z, T, h, key))
+    out = {"noise covariance error": _noise_error(exact, d_mat, T)}
+    stepped = np.asarray(increments.delta(kernel, state, grad_fn, h, T, key))
+    moved = exact["delta"]
+    if np.max(np.abs(stepped - moved)) <= tol.step_identity * np.max(np.abs(moved)):
+        return out  # the step is the integrator's move: its covariance is B·Bᵀ
+    sampled = increments.integrator_noise(recipe, integrator, energy, z, T, SAMPLED_STEP, key)
+    rate = np.asarray(sampled["rates"][0])
+    out["noise covariance |z| (sampled)"] = _noise_z(
+        kernel, state, grad_fn, rate, d_mat, T, key, draws, tol
+    )
+    return out
+
+
+def _noise_error(noise: dict[str, np.ndarray], d_mat: np.ndarray, T: float) -> float:
+    """max |C(0) − T·D| / (T·max|D|) (absolute when D = 0), C(h) = B·Bᵀ/(2h) the integrator's
+    covariance rate, extrapolated from h, h/2, h/4 by C(0) = [8C(h/4) − 6C(h/2) + C(h)]/3,
+    which is exact for a quadratic in h and leaves O(h³) otherwise (docs/checker.md)."""
+    c_h, c_half, c_quarter = noise["rates"]
+    extrapolated = (8.0 * c_quarter - 6.0 * c_half + c_h) / 3.0
+    target = T * np.asarray(d_mat)
+    scale = T * (np.max(np.abs(d_mat)) if np.any(d_mat) else 1.0)
+    return float(np.max(np.abs(extrapolated - target)) / scale)
+
+
 def _noise_z(
     kernel: Kernel,
     state: Any,
     grad_fn: Any,
+    rate: np.ndarray,
     d_mat: np.ndarray,
     T: float,
     key: jax.Array,
     draws: int,
     tol: Tolerances,
 ) -> float:
-    """Largest z-score of Cov[Δz]/(2h) against T·D over all entries (h = 1e-4)."""
-    h = 1e-4
-    deltas = _deltas(kernel, state, grad_fn, h, T, jax.random.split(key, draws))
-    cov = np.atleast_2d(np.cov(np.asarray(deltas), rowvar=False)) / (2 * h)
-    target = T * np.asarray(d_mat)
-    diag = np.clip(np.diag(target), 0.0, None)
-    se = np.sqrt((np.outer(diag, diag) + target**2) / draws)
-    bias = tol.noise_bias * T * (np.max(np.abs(target)) + 1e-12)
-    z = np.abs(cov - target) / (se + bias)
-    return float(np.max(z))
+    """Largest z-score over all entries of the sampled Cov[Δz]/(2h) of ``draws`` steps
+    (h = SAMPLED_STEP) against ``rate``, the integrator's exact B·Bᵀ/(2h) at that h."""
+    h = SAMPLED_STEP
+    sample = increments.deltas(kernel, state, grad_fn, h, T, jax.random.split(key, draws))
+    cov = np.atleast_2d(np.cov(np.asarray(sample), rowvar=False)) / (2 * h)
+    diag = np.clip(np.diag(rate), 0.0, None)
+    se = np.sqrt((np.outer(diag, diag) + rate**2) / draws)
+    bias = tol.noise_bias * T * (np.max(np.abs(d_mat)) + 1e-12)
+    return float(np.max(np.abs(cov - rate) / (se + bias)))

@@ -1,8 +1,10 @@
 """Discretisations of the recipe SDE, kept apart from the dynamics they integrate.
 
-An integrator maps (recipe, z, Ũ and ∇Ũ at θ, h, T, key) to the next z. Both draw the injected
-noise of all noisy groups with one Gaussian draw, and evaluate the recipe (blocks, Γ, ∇H) once
-per state they visit (:meth:`bdl.kernels.recipe.Recipe.evaluate`).
+An integrator maps (recipe, z, Ũ and ∇Ũ at θ, h, T, key) to the next z. Every one draws the
+injected noise of all noisy groups with one Gaussian draw ξ and then moves deterministically
+given ξ (:meth:`Integrator.move`), evaluating the recipe (blocks, Γ, ∇H) once per state it visits
+(:meth:`bdl.kernels.recipe.Recipe.evaluate`). With the draw an explicit input, the stationarity
+checker computes the one-step noise covariance B·Bᵀ, B = ∂z'/∂ξ, exactly by autodiff.
 """
 
 from __future__ import annotations
@@ -18,13 +20,33 @@ from bdl.kernels.recipe import Context, Evaluation, Recipe, State, drift, noise_
 
 
 class Integrator(eqx.Module):
-    """One step of the recipe's SDE."""
+    """One step of the recipe's SDE: ξ ~ N(0, I) for :meth:`noisy_groups`, then :meth:`move`."""
 
-    @abc.abstractmethod
     def __call__(
         self, recipe: Recipe, z: State, ctx: Context, h: Any, temperature: Any, key: jax.Array
     ) -> State:
         """The state after one step of size h from z (Ũ, ∇Ũ at z's θ in ``ctx``)."""
+        ev = recipe.evaluate(z, ctx)
+        noise = standard_normal(key, z, self.noisy_groups(ev))
+        return self.move(recipe, ev, z, ctx, h, temperature, noise)
+
+    def noisy_groups(self, ev: Evaluation) -> tuple[str, ...]:
+        """The groups ξ is drawn for: every group with a diffusion block, in sorted order."""
+        return tuple(sorted(ev.diffusion))
+
+    @abc.abstractmethod
+    def move(
+        self,
+        recipe: Recipe,
+        ev: Evaluation,
+        z: State,
+        ctx: Context,
+        h: Any,
+        temperature: Any,
+        noise: State,
+    ) -> State:
+        """The state after one step of size h from z given the draw ``noise`` (ξ, one array
+        like ``z[g]`` per group of :meth:`noisy_groups`) and ``ev``, the recipe evaluated at z."""
 
 
 def standard_normal(key: jax.Array, z: State, groups: tuple[str, ...]) -> State:
@@ -60,13 +82,19 @@ def advance(
 
 
 class EulerMaruyama(Integrator):
-    """z ← z + h·[−(D + Q)∇H + TΓ](z) + √(2ThD(z))·ξ, every group at once."""
+    """z ← z + h·[−(D + Q)∇H + TΓ](z) + √(2ThD(z))·ξ, every group at once (affine in ξ: its
+    one-step covariance is 2hT·D(z) exactly)."""
 
-    def __call__(
-        self, recipe: Recipe, z: State, ctx: Context, h: Any, temperature: Any, key: jax.Array
+    def move(
+        self,
+        recipe: Recipe,
+        ev: Evaluation,
+        z: State,
+        ctx: Context,
+        h: Any,
+        temperature: Any,
+        noise: State,
     ) -> State:
-        ev = recipe.evaluate(z, ctx)
-        noise = standard_normal(key, z, tuple(sorted(ev.diffusion)))
         return advance(recipe, ev, z, tuple(recipe.groups), h, temperature, noise)
 
 
@@ -75,14 +103,21 @@ class SymplecticEuler(Integrator):
 
     For SGHMC: r ← r − h∇Ũ − hCr + √(2ThC)ξ, θ ← θ + hr (Chen et al. 2014). θ does not move in
     the first half, so Ũ and ∇Ũ are reused; the recipe is evaluated again only at (θ, r_new),
-    where the θ-update needs it (e.g. NNSGHMC's f_Q(r_new), Gong et al. 2019, Eq. 7).
+    where the θ-update needs it (e.g. NNSGHMC's f_Q(r_new), Gong et al. 2019, Eq. 7). With
+    Σ = 2hT·D_rr and J = ∂(θ-drift)/∂r, the one-step covariance is [[h²JΣJᵀ, hJΣ], [hΣJᵀ, Σ]]
+    (exactly when the θ-drift is affine in r, as SGHMC's; docs/checker.md).
     """
 
-    def __call__(
-        self, recipe: Recipe, z: State, ctx: Context, h: Any, temperature: Any, key: jax.Array
+    def move(
+        self,
+        recipe: Recipe,
+        ev: Evaluation,
+        z: State,
+        ctx: Context,
+        h: Any,
+        temperature: Any,
+        noise: State,
     ) -> State:
         aux = tuple(g for g in recipe.groups if g != "theta")
-        ev = recipe.evaluate(z, ctx)
-        noise = standard_normal(key, z, tuple(sorted(ev.diffusion)))
         z = advance(recipe, ev, z, aux, h, temperature, noise)
         return advance(recipe, recipe.evaluate(z, ctx), z, ("theta",), h, temperature, noise)

@@ -42,8 +42,8 @@ import jax
 import jax.numpy as jnp
 
 from bdl.kernels.blocks import Block, Elementwise, GroupKind, Scalar
-from bdl.kernels.integrators import Integrator, advance, standard_normal
-from bdl.kernels.recipe import Context, Recipe, State
+from bdl.kernels.integrators import Integrator, advance
+from bdl.kernels.recipe import Context, Evaluation, Recipe, State
 from bdl.kernels.recipe_kernel import RecipeKernel, StepSize
 from bdl.kernels.sghmc import check_init_momentum
 from bdl.utils import arguments
@@ -129,11 +129,16 @@ class ThermostatSplitting(Integrator):
 
     thermostat_update: str = eqx.field(static=True, default="midpoint")
 
-    def __call__(
-        self, recipe: Recipe, z: State, ctx: Context, h: Any, temperature: Any, key: jax.Array
+    def move(
+        self,
+        recipe: Recipe,
+        ev: Evaluation,
+        z: State,
+        ctx: Context,
+        h: Any,
+        temperature: Any,
+        noise: State,
     ) -> State:
-        ev = recipe.evaluate(z, ctx)
-        noise = standard_normal(key, z, ("r",))
         moved = advance(recipe, ev, z, ("r",), h, temperature, noise)
         r_bar = moved["r"]
         if self.thermostat_update == "midpoint":

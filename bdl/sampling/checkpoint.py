@@ -5,7 +5,8 @@ A checkpoint directory holds
 * ``state.npz``: the loop's carry (kernel states with their momenta, thermostats and
   preconditioner statistics, minibatch streams, divergence status, adapted values and warm-up
   statistics), the step counter, how many draw parts belong to it, and a JSON header (format,
-  bdl's version, the model's name, a fingerprint of the kernel, the run's settings);
+  bdl's version, the model's name, a fingerprint of the kernel, one of the model
+  (:mod:`bdl.compile.fingerprint`), the run's settings);
 * ``draws-000001.npz``, …: the draws collected, one part per checkpoint, each written once
   (none when the run does not keep its draws);
 * in ``state.npz`` too, when the run scores its draws as it goes, the running BMA's sums and

@@ -3,20 +3,26 @@
 The file format is :mod:`bdl.sampling.checkpoint`'s. Here: the directory a process checkpoints
 into (:func:`open_directory`), the settings a resumed run takes from its checkpoint
 (:func:`resumed_settings`) and what it must share with the run that wrote it
-(:func:`check_same_run`), and :class:`Checkpointer`, which writes the loop's state at most every
-``every`` seconds with what the run keeps (:class:`bdl.sampling.keep.Keep`).
+(:func:`check_same_run`, :func:`target_record`), and :class:`Checkpointer`, which writes the
+loop's state at most every ``every`` seconds with what the run keeps
+(:class:`bdl.sampling.keep.Keep`). The directory is locked for the run
+(:mod:`bdl.sampling.checkpoint_lock`).
 """
 
 from __future__ import annotations
 
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import jax
 
+from bdl.compile import fingerprint
+from bdl.compile.target import Target
 from bdl.sampling import checkpoint as checkpoint_io
+from bdl.sampling import checkpoint_lock
 from bdl.sampling.carry import Chains
 from bdl.sampling.keep import Keep
 from bdl.sampling.layout import Layout
@@ -34,7 +40,8 @@ def open_directory(
     checkpoint: str | os.PathLike | None, resume: str | os.PathLike | None
 ) -> tuple[Path | None, checkpoint_io.Checkpoint | None]:
     """The directory this run checkpoints into (``None``: none) and, when resuming, the
-    checkpoint read from it; checked before anything compiles."""
+    checkpoint read from it; checked before anything compiles. The directory is locked
+    (:func:`bdl.sampling.checkpoint_lock.acquire`) before its checkpoint is read."""
     if resume is not None:
         directory = own(checkpoint_io.check_directory(resume, "resume"))
         if checkpoint is not None and own(Path(checkpoint)) != directory:
@@ -42,10 +49,13 @@ def open_directory(
                 f"resume={str(resume)!r} and checkpoint={str(checkpoint)!r}: a resumed run goes "
                 "on checkpointing into the directory it resumes; leave checkpoint out."
             )
+        if directory.is_dir():  # a missing one is reported by read()
+            checkpoint_lock.acquire(directory)
         return directory, checkpoint_io.read(directory)
     if checkpoint is None:
         return None, None
     directory = own(checkpoint_io.check_directory(checkpoint, "checkpoint"))
+    checkpoint_lock.acquire(directory)
     if checkpoint_io.exists(directory):
         raise ValueError(
             f"checkpoint={str(checkpoint)!r} already holds a run; pass resume= to continue "
@@ -114,6 +124,47 @@ def check_same_run(saved: dict, current: dict, directory: Path, layout: Layout) 
             )
 
 
+def target_record(target: Target, saved: dict | None, directory: Path) -> dict:
+    """What a checkpoint records of the target (:mod:`bdl.compile.fingerprint`): its
+    declarations and its energy at fixed points. When resuming (``saved``: the checkpoint's
+    header), a part that changed is an error naming it, raised before the sampler compiles:
+    the declarations are compared before the energy is evaluated. A checkpoint of a bdl that
+    recorded none resumes with a warning."""
+    current = fingerprint.declarations(target)
+    was = None if saved is None else saved.get("target")
+    if saved is not None and was is None:
+        warnings.warn(
+            f"resume: the checkpoint in {directory} was written by bdl "
+            f"{saved.get('bdl_version', '?')}, which did not record the model: only its name, "
+            "kernel and shapes can be checked. Resume it with the model it was started with; "
+            "the next checkpoint records it.",
+            UserWarning,
+            stacklevel=4,  # the caller of bdl.sample (past sample and its lock's wrapper)
+        )
+    if was is not None:
+        changes = fingerprint.declaration_changes(was.get("declarations", {}), current)
+        if changes:
+            _refuse(
+                [part for part, _ in changes], "; ".join(f"{p}: {c}" for p, c in changes), directory
+            )
+    energies = fingerprint.energies(target)
+    if was is not None:
+        change = fingerprint.energy_changes(was.get("energies", []), energies)
+        if change is not None:
+            why = "with the same declarations: the network's, likelihood's or prior's code changed"
+            _refuse(["energy"], f"{change}, {why}", directory)
+    return {"declarations": current, "energies": energies}
+
+
+def _refuse(parts: list[str], details: str, directory: Path) -> None:
+    named = [f"the model's {p}" if p == "energy" else f"the {p}" for p in parts]
+    listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    raise ValueError(
+        f"resume: {listed} changed since the checkpoint in {directory} was written ({details}); "
+        "pass the model the run was started with, or start a new run in another directory."
+    )
+
+
 class Checkpointer:
     """Writes the loop's state to ``directory`` at most every ``every`` seconds: the chains and
     the step, the draws kept since the last write as a new part, and what the run keeps adds
@@ -129,11 +180,19 @@ class Checkpointer:
         return time.perf_counter() - self.last >= self.every
 
     def save(self, t: int, chains: Chains, keep: Keep) -> None:
+        """Write a checkpoint. Interrupted half-way (Ctrl-C or SIGTERM arrive between any two
+        steps of it), the new part is not taken as written: no state lists it yet, so the next
+        save writes it again rather than leaving its draws out."""
         header = {**self.header, **keep.checkpoint_header()}
-        self.parts = checkpoint_io.write(
-            self.directory, chains, t, keep.new_part(), self.parts, header,
-            keep.evaluation_arrays(),
-        )  # fmt: skip
+        written = keep.checkpointed
+        try:
+            self.parts = checkpoint_io.write(
+                self.directory, chains, t, keep.new_part(), self.parts, header,
+                keep.evaluation_arrays(),
+            )  # fmt: skip
+        except BaseException:
+            keep.checkpointed = written
+            raise
         self.last = time.perf_counter()
 
 

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import jax
@@ -14,7 +15,7 @@ import pytest
 from loop_helpers import StopAfter
 
 import bdl
-from bdl.sampling import LoopOptions
+from bdl.sampling import FixedChunks, LoopOptions, checkpoint_lock
 from bdl.sampling import checkpoint as checkpoint_io
 
 MODEL = textwrap.dedent(
@@ -158,3 +159,99 @@ def test_a_killed_process_resumes(tmp_path, sig, phase):
     run = {**RUN, "burn_in": burn_in, "num_steps": num_steps}
     whole = bdl.sample(target, bdl.kernels.get("sghmc"), **run)
     assert_same(whole, resumed)
+
+
+# ------------------------------------------------------------------ one run at a time
+#: a process that holds a directory's lock until it is killed
+HOLDER = (
+    "import sys, time\n"
+    "from bdl.sampling import checkpoint_lock\n"
+    "checkpoint_lock.acquire(sys.argv[1])\n"
+    "print('held', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def hold_in_another_process(directory) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(directory)], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )  # fmt: skip
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def is_free(directory) -> bool:
+    """Whether another thread can lock ``directory`` now: fails for a lock still held by this
+    process (re-entrant only for its own thread) as for one held by another process."""
+    found = []
+
+    def probe() -> None:
+        try:
+            checkpoint_lock.check_free(directory)
+            found.append(True)
+        except checkpoint_lock.CheckpointInUseError:
+            found.append(False)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    return found[0]
+
+
+def test_a_directory_another_process_runs_in_is_refused(target, tmp_path):
+    """Two runs in one checkpoint directory at once: the second is refused, naming the holder;
+    once the holder is killed (SIGKILL: no clean-up), the operating system has dropped its lock."""
+    directory = tmp_path / "ck"
+    kernel = bdl.kernels.get("sgld", step_size=1e-3)
+    bdl.sample(target, kernel, checkpoint=directory, num_steps=50, progress=False)
+    proc = hold_in_another_process(directory)
+    try:
+        with pytest.raises(ValueError, match=rf"in use by another run \(process {proc.pid} on"):
+            bdl.sample(target, kernel, resume=directory, num_steps=100, progress=False)
+        with pytest.raises(ValueError, match="in use by another run"):
+            bdl.sample(target, kernel, checkpoint=directory, num_steps=100, progress=False)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert is_free(directory)
+    assert bdl.sample(target, kernel, resume=directory, num_steps=100).steps_done == 100
+
+
+class FailAfter(FixedChunks):
+    """Calls of ``steps`` steps, then an error from inside the run."""
+
+    def __init__(self, steps: int, stop: int) -> None:
+        super().__init__(steps)
+        self.stop, self.done = stop, 0
+
+    def budget(self) -> int:
+        if self.done >= self.stop:
+            raise RuntimeError("an error inside the run")
+        return self.steps
+
+    def record(self, steps: int, seconds: float, compiled: bool = False) -> None:
+        self.done += steps
+
+
+def test_the_lock_is_released_after_a_run_an_error_and_ctrl_c(target, tmp_path):
+    directory = tmp_path / "ck"
+    kernel = bdl.kernels.get("sgld", step_size=1e-3)
+    bdl.sample(target, kernel, checkpoint=directory, num_steps=50, progress=False)
+    assert is_free(directory)  # after a run
+    with pytest.raises(ValueError, match="seed=9 conflicts"):
+        bdl.sample(target, kernel, resume=directory, seed=9)
+    assert is_free(directory)  # after a refused resume
+    with pytest.raises(RuntimeError, match="inside the run"):
+        bdl.sample(
+            target, kernel, resume=directory, num_steps=500, progress=False,
+            loop=LoopOptions(chunks=FailAfter(20, stop=100)),
+        )  # fmt: skip
+    assert is_free(directory)  # after an error while sampling
+    with pytest.warns(UserWarning, match="interrupted"):
+        part = bdl.sample(
+            target, kernel, resume=directory, num_steps=500, progress=False,
+            loop=LoopOptions(chunks=StopAfter(20, stop=100)),
+        )  # fmt: skip
+    assert part.interrupted
+    assert is_free(directory)  # after Ctrl-C

@@ -66,17 +66,23 @@ def _threshold(text: str) -> str:
 
 
 def _header(row: dict[str, Any]) -> str:
+    """A column's header: the quantity and its threshold, or how the threshold is formed when it
+    depends on the runs' Monte Carlo error (the row's ``rule``)."""
     name = HEADERS.get(row["name"], row["name"])
     gated = row["passed"] is not None
-    return f"{name} ({_threshold(row['threshold'])})" if gated else name
+    rule = row.get("rule") or row["threshold"]
+    return f"{name} ({_threshold(rule)})" if gated else name
 
 
 def _cell(row: dict[str, Any] | None, marks: bool) -> str:
+    """A value, with ✓/✗ and, where the threshold depends on the runs, the one it was judged by."""
     if row is None:
         return "—"
     text = _num(row["value"])
     if marks and row["passed"] is not None:
         text += " ✓" if row["passed"] else " ✗"
+        if row.get("rule"):
+            text += f" ({_threshold(row['threshold'])})"
     return text
 
 
@@ -310,15 +316,16 @@ PARAMETER_METRICS = [
     (
         "max \\|SME\\|",
         "standardised mean error max_k \\|m − m_ref\\|/sd_ref",
-        f"≤ {compare.MAX_STD_MEAN_ERROR}",
-        "the posterior mean within a tenth of a posterior sd",
+        f"≤ {compare.MEAN_TOLERANCE} + z_d·max_k se_k",
+        f"the posterior mean within {compare.MEAN_TOLERANCE} posterior sd beyond the Monte Carlo "
+        "error se_k = √(MCSE² + MCSE_ref²)/sd_ref of both runs",
     ),
     (
         "sd ratio",
         "sd/sd_ref, smallest and largest over parameters",
-        f"in [{compare.SD_RATIO[0]}, {compare.SD_RATIO[1]}]",
-        "spread within 10 %: discretisation and minibatch-noise bias inflate it, poor mixing "
-        "deflates it",
+        f"\\|log ratio\\| ≤ log {1 + compare.SD_TOLERANCE:g} + z_d·max_k se_k",
+        f"spread within {100 * compare.SD_TOLERANCE:g} % beyond the Monte Carlo error of log sd: "
+        "discretisation and minibatch-noise bias inflate it, poor mixing deflates it",
     ),
     (
         "max \\|z\\|",
@@ -331,8 +338,9 @@ PARAMETER_METRICS = [
         "energy distance",
         "2E‖X − Y‖ − E‖X − X′‖ − E‖Y − Y′‖ of the joint draws, each coordinate divided by sd_ref "
         "(≤ 2,000 draws per side, U-statistics, so it can be slightly negative)",
-        f"≤ {compare.MAX_ENERGY_DISTANCE}",
-        "the whole joint distribution, correlations included (Székely & Rizzo 2013)",
+        f"≤ {compare.ENERGY_TOLERANCE} + its upper α quantile for one distribution",
+        "the whole joint distribution, correlations included (Székely & Rizzo 2013); "
+        f"{compare.ENERGY_TOLERANCE} is the distance of a 0.13-sd shift of a Gaussian",
     ),
 ]
 
@@ -341,19 +349,19 @@ CLASSIFICATION_METRICS = [
     (
         "agreement",
         "fraction of inputs with argmax p = argmax q",
-        f"≥ {compare.MIN_AGREEMENT}",
+        f"≥ {1 - compare.AGREEMENT_TOLERANCE:g} − flips expected by chance",
         "the two posteriors make the same decisions",
     ),
     (
         "TV",
         "mean over inputs of ½Σ_k \\|p_k − q_k\\|",
-        f"≤ {compare.MAX_TOTAL_VARIATION}",
+        f"≤ {compare.TOTAL_VARIATION_TOLERANCE} + Monte Carlo allowance",
         "the probabilities agree, not only the top class",
     ),
     (
         "sym. KL",
         "mean over inputs of ½[KL(p‖q) + KL(q‖p)] (nats; logarithms clipped at 1e-12)",
-        f"≤ {compare.MAX_SYMMETRISED_KL}",
+        f"≤ {compare.SYMMETRISED_KL_TOLERANCE} + Monte Carlo allowance",
         "Wenzel et al.'s measure (App. O.3); their text does not say whether the two directions "
         "are averaged or summed: the summed (Jeffreys) value is twice ours",
     ),
@@ -371,13 +379,13 @@ REGRESSION_METRICS = [
     (
         "mean \\|Δ mean\\| / sd",
         "mean over inputs of \\|mean − mean_ref\\|/sd_ref",
-        f"≤ {compare.MAX_PREDICTIVE_MEAN_ERROR}",
+        f"≤ {compare.PREDICTIVE_MEAN_TOLERANCE} + Monte Carlo allowance",
         "the predictive mean within a fifth of the predictive sd",
     ),
     (
         "median sd ratio",
         "median over inputs of sd/sd_ref",
-        f"in [{compare.PREDICTIVE_SD_RATIO[0]}, {compare.PREDICTIVE_SD_RATIO[1]}]",
+        f"\\|log ratio\\| ≤ log {1 + compare.PREDICTIVE_SD_TOLERANCE:g} + Monte Carlo allowance",
         "the predictive band has the right width where most test inputs lie",
     ),
     (
@@ -449,7 +457,9 @@ distance is at this level cannot be told apart from NUTS with these sample sizes
 ## Parameter space (identifiable models)
 
 For each parameter k, with m, sd the kernel's mean and sd over all chains, m_ref, sd_ref the
-reference's, and MCSE = sd/√ESS_bulk:
+reference's, and MCSE = sd/√ESS with ESS the effective sample size of the mean (split chains,
+Geyer's initial monotone sequence); z_d and se_k are defined
+[below](#how-the-thresholds-account-for-monte-carlo-error):
 
 {parameter_table}
 
@@ -468,6 +478,129 @@ On held-out inputs (the first 500 test examples), with p the kernel's Bayesian m
 Regression networks, with the BMA predictive's mean and sd per input (law of total variance):
 
 {regression_table}
+
+## How the thresholds account for Monte Carlo error
+
+Two runs of one distribution never give the same numbers: every mean, sd and distance carries
+the Monte Carlo error of both runs, and it grows as their effective sample sizes shrink. A fixed
+threshold therefore fails correct samplers whose runs are short — at ESS 100 in five dimensions,
+"max |SME| ≤ 0.1" failed 81 % of exact samplers — and says little of long ones. Every gate is
+instead
+
+    threshold = systematic tolerance + Monte Carlo allowance.
+
+The tolerance is the bias a correct, discretised sampler may have; the allowance is what the
+Monte Carlo error of an exact sampler exceeds with probability at most α = 0.005 per gate
+(`FALSE_FAIL`, `bdl/validation/monte_carlo.py`). Both runs' ESSs enter, so a short run gets a
+wide allowance and a weak verdict rather than a false one; that is why the minimum ESS of 100
+remains a gate of its own. The derivations, for draws x of the kernel and r of NUTS:
+
+**Standardised mean error.** By the Markov chain central limit theorem each run's mean is off
+the posterior mean by ≈ N(0, MCSE²), MCSE = sd/√ESS with ESS the effective sample size of the
+mean (split chains, Geyer's initial monotone sequence, ArviZ's `ess(method="mean")`). The runs
+are independent, so (m − m_ref)/sd_ref ≈ N(0, se_k²) with se_k = √(MCSE² + MCSE_ref²)/sd_ref.
+Of d parameters the largest |error|/se_k exceeds z_d = Φ⁻¹(1 − α/(2d)) with probability at most
+α (Bonferroni), so the gate is max_k |SME_k| ≤ 0.02 + z_d·max_k se_k. One allowance for all
+parameters (the largest se) keeps the table's single "max |SME|" honest and errs on the lenient
+side for the well-mixed ones. z_d = 2.81 for d = 1, 3.29 for d = 5, 3.77 for d = 31.
+
+**sd ratio.** The variance estimate ŝ² is the mean of the squared deviations u = (x − m)², so by
+the same theorem Var(ŝ²) ≈ Var(u)/ESS_u, with ESS_u the ESS of u (for a Gaussian and independent
+draws Var(u) = 2σ⁴ and this is 2σ⁴/N); by the delta method se(log ŝ) = √(Var(u)/ESS_u)/(2ŝ²).
+Heavy tails (large Var(u)) and slowly mixing spreads (small ESS_u) both widen it. For the ratio,
+se_k² = se(log sd)² + se(log sd_ref)², and the gate is |log(sd/sd_ref)| ≤ log 1.01 + z_d·max_k se_k
+for every parameter (the table shows the smallest and largest ratio against e^∓(…)).
+
+**Energy distance.** Under one distribution the unbiased estimate Ê is a degenerate two-sample
+U-statistic. With k̃(x, y) = E‖x − Y‖ + E‖X − y‖ − ‖x − y‖ − E‖X − X′‖, the doubly centred
+distance (a positive definite kernel with eigenvalues λ_l and eigenfunctions φ_l under the
+posterior), Ê = Σ_l λ_l [(ā_l − b̄_l)² − (1/m + 1/n)], where ā_l, b̄_l are the means of φ_l over the
+m and n draws compared. Σλ_l = E k̃(X, X) = E‖X − X′‖ =: D and Σλ_l² = E k̃(X, X′)² =: V², the
+squared distance variance (Székely, Rizzo & Bakirov 2007). Independent draws give
+Var(ā_l) = 1/m; a Markov chain's give 1/m_e, its effective size, so
+Ê ≈ (1/m_e + 1/n_e)·Σ λ_l Z_l² − (1/m + 1/n)·D with Z_l independent standard normals. Its mean,
+(1/m_e − 1/m + 1/n_e − 1/n)·D, is positive: draws of one chain are closer to each other than
+independent ones, which the fixed "≤ 0.05" took for a difference in many dimensions at low ESS.
+For the tail, Σλ_l(Z_l² − 1) has variance 2V² and is most skewed when one eigenvalue carries all
+of it, which bounds its upper α quantile by V(q − 1), q = χ²₁(1 − α) = 7.88. The gate is
+
+    Ê ≤ 0.01 + (1/m_e + 1/n_e)(D + V(q − 1)) − (1/m + 1/n)·D,
+
+with D and V estimated on up to 1,000 standardised reference draws, m, n ≤ 2,000 the draws
+used (chosen at random) and m_e = 1/(1/ESS + 1/m − 1/N) the effective size of m draws taken from
+a run of N with ESS the harmonic mean of its coordinates' ESSs. The bound is conservative (at
+d = 20 and ESS ≈ 100 it allowed 0.14 where exact draws gave 0.04), so the energy distance is a
+check of the joint law at moderate ESS — a correlation of −0.5 for +0.5 at ESS 1,000 gives 0.062
+against an allowance of 0.022 — and the marginal gates above carry the power at low ESS. The
+tolerance 0.01 is the energy distance of a shift of 0.13 sd between two unit Gaussians
+(≈ 0.56·shift²).
+
+**Function space.** Per held-out input i and class (or output) k, the BMA estimates of the two
+runs differ by Monte Carlo error of variance σ²_ik = Var_p/(f_p·S_p) + Var_q/(f_q·S_q): the
+variance of the per-draw predictive over draws, divided by the run's effective number of draws,
+with f = ESS/S the median over the 32 most variable entries. All inputs share the same draws,
+so their errors are correlated; each allowance takes the perfectly correlated case, in which
+one standard normal drives every input — an upper bound on the spread of an average of
+errors, with q₁ = Φ⁻¹(1 − α/2) = 2.81:
+
+* total variation ½Σ_k|Δ_ik| averaged: ≤ 0.05 + q₁·mean_i ½Σ_k σ_ik;
+* symmetrised KL ≈ ½Σ_k Δ_ik²/p_ik to second order: ≤ 0.02 + q₁²·mean_i ½Σ_k σ²_ik/p_ik;
+* top-1 agreement: per input the probability π_i that the two runs' top classes differ, from
+  the margin between the two leading classes of the pooled predictive and each run's Monte
+  Carlo sd of it; agreement ≥ 0.95 − mean π − q₁·mean √(π(1 − π));
+* regression: mean |Δ mean|/sd_ref ≤ 0.2 + q₁·mean_i σ_i/sd_ref,i, and
+  |log median sd ratio| ≤ log 1.25 + q₁·median_i se(log sd_i), the predictive variance being the
+  mean over draws of v + (μ − μ̄)² (law of total variance), whose Monte Carlo variance gives
+  se(log sd_i) by the delta method.
+
+These bounds are conservative — on a synthetic classifier at ESS 400 the total variation's
+allowance was about 2.5 times the 99.5 % point of its null distribution — but they scale with the
+runs: at the suite's sample sizes they are a small addition to the tolerances, which keep their
+former values; at ESS ≈ 400 they stop a correct sampler failing on chance disagreements
+between near-ties (two exact runs disagreed on 5 % of inputs on average there, the former
+"agreement ≥ 0.95" failing half of them).
+
+**Measured.** `.venv/bin/python scripts/validation_gates.py` (39 minutes on 2 shared cores;
+`--reps 300 --energy-reps 60 --power-reps 50 --seeds 20 --seed 0`, the defaults) judges exact
+draws without running a sampler: 4 × 1,000 independent draws of a Gaussian with correlations
+0.5^|i−j| stand in for NUTS, 4 × 2,000 draws of an AR(1) process of the same law, whose
+autocorrelation sets the ESS, for the kernel. Failures of exact samplers (300 comparisons per
+row; the energy distance, at ~0.5 s a comparison, on 60), with the fixed thresholds bdl had
+before beside them:
+
+| d | ESS | SME | sd ratio | energy distance | SME ≤ 0.1 | sd in [0.9, 1.1] | distance ≤ 0.05 |
+|---|---|---|---|---|---|---|---|
+| 1 | 100 | 1.0 % | 1.3 % | 0/60 | 33.7 % | 5.7 % | 0/60 |
+| 1 | 400 | 1.0 % | 0/300 | 0/60 | 5.7 % | 0/300 | 0/60 |
+| 1 | 1,000 | 0/300 | 0/300 | 0/60 | 0.7 % | 0/300 | 0/60 |
+| 1 | 5,000 | 0/300 | 0/300 | 0/60 | 0/300 | 0/300 | 0/60 |
+| 5 | 100 | 0/300 | 0.7 % | 0/60 | 81.0 % | 23.3 % | 0/60 |
+| 5 | 400 | 0/300 | 0.3 % | 0/60 | 25.3 % | 0.7 % | 0/60 |
+| 5 | 1,000 | 0/300 | 0.3 % | 0/60 | 2.3 % | 0.3 % | 0/60 |
+| 5 | 5,000 | 0/300 | 0/300 | 0/60 | 0/300 | 0/300 | 0/60 |
+| 20 | 100 | 0/300 | 0/300 | 0/60 | 100 % | 66.0 % | 13.3 % |
+| 20 | 1,000 | 0/300 | 0/300 | 0/60 | 9.0 % | 0/300 | 0/60 |
+
+Across ESS 100–5,000 the new gates fail an exact sampler at most 2.3 % of the time (the whole
+verdict, at d = 1 and ESS 100), where the fixed ones failed up to every time. With one parameter
+and ESS ≤ 400 the mean and sd gates fail at about twice their design rate of 0.5 %: the ESS, and
+so the MCSE, is itself an estimate, off by some 15 % at ESS 100. With more parameters the
+allowance uses the largest standard error for all of them and the rate falls below the design.
+
+The gates still catch wrong samplers. A sampler whose sd is 10 % too large in every coordinate
+fails 94 % of the time at ESS 1,000 with one parameter (98 % at ESS 2,000, 100 % at 5,000) and
+every time with five parameters. A bias in the mean of one coordinate at ESS 400 (NUTS at ESS
+≈ 4,000) fails in half the runs at about 0.17 sd (one parameter) or 0.21 sd (one of five), and in
+at least 95 % of them from 0.25 sd (one parameter) or 0.3 sd (one of five): 0.1 sd fails 12 % and
+2 %, 0.2 sd 70 % and 38 %, 0.25 sd 96 % and 86 %. The smallest bias these gates catch at ESS 400
+is therefore about 0.25–0.3 posterior sd; catching 0.1 sd takes ESS of several thousand.
+
+On a synthetic classifier and regression network (predictions of 200 inputs driven by a
+four-dimensional Gaussian latent), none of 150 comparisons of exact draws failed agreement, TV,
+symmetrised KL, predictive mean error or sd ratio at ESS 100, 400, 1,000 or 2,000. A real kernel,
+SGHMC (h = 5e-3, γ = 20) on the conjugate regression against its closed-form posterior, in 20
+runs of 3,000 steps (ESS ≈ 230–310): the fixed thresholds failed 9 of the 20 runs (SME up to
+0.141), the new gates none (SME limits 0.21–0.24).
 
 ## Exact and approximate kernels
 

@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "Potential": "bdl.dsl",
     "Prior": "bdl.dsl",
     "Samples": "bdl.sampling",
+    "ConvergenceWarning": "bdl.sampling",
     "DivergenceWarning": "bdl.sampling",
     "StudentT": "bdl.dsl",
     "compile": "bdl.compile.compiler",
@@ -55,6 +56,7 @@ __all__ = [
     "Categorical",
     "CompiledModel",
     "CompiledPotential",
+    "ConvergenceWarning",
     "Distribution",
     "DivergenceWarning",
     "Gaussian",
@@ -134,6 +136,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         linear_ramp,
     )
     from bdl.sampling import (
+        ConvergenceWarning,
         DivergenceWarning,
         Samples,
         load_samples,

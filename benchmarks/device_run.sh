@@ -19,7 +19,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
 start=$(date +%s)
 if [[ -n ${WHEELS:-} ]]; then
-    for mod in platformdirs pandas h5py h5netcdf xarray xarray_einstats arviz; do
+    for mod in platformdirs pandas h5py h5netcdf xarray xarray_einstats arviz fastprogress blackjax; do
         $py -c "import $mod" 2>/dev/null && continue
         wheel=$(ls "$WHEELS"/${mod}-*.whl 2>/dev/null | head -1)
         [[ -n $wheel ]] && $py -m pip install -q --no-deps --no-index "$wheel"
@@ -54,6 +54,9 @@ print(sys.version.split()[0], 'jax', jax.__version__, 'numpyro', numpyro.__versi
 
 part smoke 120 $py benchmarks/device_smoke.py
 [[ -n ${PARTS:-} && " $PARTS " != *" smoke "* ]] || grep -q "^   rc 0 " <(tail -1 "$out/summary.txt") || { echo "smoke run failed: stopping"; tail -30 "$out/smoke.log"; exit 1; }
+part peers 300 $py benchmarks/peers.py --repeats 3 --quiet-bdl --no-compile-check \
+    --json "$out/peers.json"
+part peers_compile 120 $py benchmarks/peers.py --compile-check-only --json "$out/peers_compile.json"
 part step_overhead 150 $py benchmarks/step_overhead.py --repeats 3 --chains --unblocked
 part loop_hlo 60 $py benchmarks/loop_hlo.py
 part loop_identity 60 $py benchmarks/loop_identity.py

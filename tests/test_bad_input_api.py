@@ -1,9 +1,12 @@
-"""Bad input to ``bdl.sample``, ``bdl.validate`` and ``bdl.optimise.minimise``: each case raises
-a clear error naming the argument, before anything is compiled (tests/bad_input.py)."""
+"""Bad input to ``bdl.sample``, ``bdl.validate``, ``bdl.optimise.minimise`` and the predictions
+(``compiled.predict``, ``predictive``, ``log_predictive``): each case raises
+a clear error naming the argument, before anything is compiled (tests/bad_input.py); a start at
+which the energy is not finite is refused before sampling, naming the rows or the prior."""
 
 from types import SimpleNamespace
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 import optax
@@ -34,9 +37,13 @@ def shared():
         prior=dist.HalfNormal(1.0),
     )
     potential = bdl.Potential(lambda t: -0.5 * (t**2).sum(), init=np.zeros(2, np.float32))
+    classifier = bdl.Model(_linear, bdl.Categorical(), params={"w": np.zeros((D, 3), np.float32)})
     return SimpleNamespace(
         model=model,
         compiled=bdl.compile(model, (x, y), batch_size=10),
+        classifier=bdl.compile(classifier, (x, rng.integers(0, 3, size=N))),
+        x=x,
+        draws=_w(np.zeros((4, D), np.float32)),
         outside_support=bdl.compile(half_normal, (x, y)),
         potential=bdl.compile(potential),
         sgld=bdl.kernels.get("sgld", step_size=1e-3),
@@ -244,6 +251,87 @@ VALIDATE = [
 ]
 
 
+PREDICT = [
+    # draws against the model's positions, inputs against its training inputs
+    case(
+        "predict a position without a draw axis",
+        lambda e: e.compiled.predict(_w(np.zeros(D, np.float32)), e.x),
+        ValueError,
+        "positions need at least one leading draw axis",
+    ),
+    case(
+        "predict draws of another model",
+        lambda e: e.compiled.predict({"net": {"v": np.zeros((4, D), np.float32)}}, e.x),
+        ValueError,
+        "positions: the draws have parameters {net/v} but this model's are {net/w}: draws of "
+        "another model?",
+    ),
+    case(
+        "predict draws of another shape",
+        lambda e: e.compiled.predict(_w(np.zeros((4, D + 1), np.float32)), e.x),
+        ValueError,
+        "positions leaf net/w has shape (4, 6); with the leading draw axes (4,) of the first leaf "
+        "it must be (4, 5)",
+    ),
+    case(
+        "predict no draws",
+        lambda e: e.compiled.predict(_w(np.zeros((0, D), np.float32)), e.x),
+        ValueError,
+        "positions hold no draws",
+    ),
+    case(
+        "predict draws of text",
+        lambda e: e.compiled.predict(_w(np.full((4, D), "0")), e.x),
+        TypeError,
+        "positions leaf net/w must be a numeric array",
+    ),
+    case(
+        "predict inputs of other features",
+        lambda e: e.compiled.predict(e.draws, e.x[:, :4]),
+        ValueError,
+        "x has 4 features per row; the model was compiled with 5.",
+    ),
+    case(
+        "predict one input without a batch axis",
+        lambda e: e.compiled.predict(e.draws, e.x[0]),
+        ValueError,
+        "x is one example of shape (5,); give a batch with a leading axis, e.g. x[None].",
+    ),
+    case(
+        "predictive inputs of other features",
+        lambda e: e.compiled.predictive(e.draws, e.x[:, :2]),
+        ValueError,
+        "x has 2 features per row; the model was compiled with 5.",
+    ),
+    case(
+        "predictive draws of another model",
+        lambda e: e.compiled.predictive({"w": np.zeros((4, D), np.float32)}, e.x),
+        ValueError,
+        "the draws have parameters {w} but this model's are {net/w}",
+    ),
+    case(
+        "log_predictive inputs of other features",
+        lambda e: e.compiled.log_predictive(e.draws, e.x[:, :3], np.zeros(N, np.float32)),
+        ValueError,
+        "x has 3 features per row; the model was compiled with 5.",
+    ),
+    case(
+        "log_predictive targets of another length",
+        lambda e: e.compiled.log_predictive(e.draws, e.x, np.zeros(N - 1, np.float32)),
+        ValueError,
+        "y has shape (19,); it needs one target per row of x, shape (20,)",
+    ),
+    case(
+        "log_predictive labels outside the classes",
+        lambda e: e.classifier.log_predictive(
+            _w(np.zeros((4, D, 3), np.float32)), e.x[:3], np.array([0, 3, 1])
+        ),
+        ValueError,
+        "y holds labels 3, but this model has 3 classes (labels 0, …, 2)",
+    ),
+]
+
+
 def _minimise(e, target=None, optimizer=None, position=None, key=None, num_steps=5):
     return minimise(
         e.compiled if target is None else target,
@@ -289,7 +377,7 @@ MINIMISE = [
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "fragment"), SAMPLE + VALIDATE + MINIMISE)
+@pytest.mark.parametrize(("call", "error", "fragment"), SAMPLE + VALIDATE + MINIMISE + PREDICT)
 def test_bad_input(shared, call, error, fragment):
     check(call, error, fragment, shared)
 
@@ -299,3 +387,78 @@ def test_a_numpy_integer_seed_is_a_seed(shared):
     a = _sample(shared, seed=np.int64(3), num_steps=4)
     b = _sample(shared, seed=3, num_steps=4)
     np.testing.assert_array_equal(a.positions["net"]["w"], b.positions["net"]["w"])
+
+
+# A start at which the full-data energy is not finite is refused before sampling, naming the
+# rows or the prior: found by the start program (it compiles), probed term by term only then.
+
+
+def _rows_model(network, likelihood=None):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(N, 2)).astype(np.float32)
+    y = (x @ np.array([1.0, -1.0])).astype(np.float32)
+    x[[7, 12], 0] = 10.0  # the inputs on which the networks below fail
+    likelihood = bdl.Gaussian(0.5) if likelihood is None else likelihood
+    model = bdl.Model(network, likelihood, params={"w": np.zeros(2, np.float32)})
+    return x, y, model
+
+
+@pytest.mark.parametrize("kernel", ["sgld", "adapted sghmc"])
+@pytest.mark.parametrize("batch_size", [None, 8])
+def test_a_start_where_the_network_returns_nan_names_the_rows(kernel, batch_size):
+    """Without the check, every chain diverged at step 0 (adapted: step size NaN)."""
+    x, y, model = _rows_model(lambda p, x: jnp.where(x[:, 0] > 5.0, jnp.nan, x @ p["w"]))
+    target = bdl.compile(model, (x, y), batch_size=batch_size)
+    k = bdl.kernels.sgld(1e-3) if kernel == "sgld" else bdl.kernels.get("sghmc")
+    with pytest.raises(ValueError) as info:
+        bdl.sample(target, k, num_steps=200, burn_in=150, num_chains=2, progress=False)
+    message = str(info.value)
+    assert message.startswith("chains 0, 1 cannot start"), message
+    assert "the network returns NaN or ±inf for rows [7, 12] of x_train" in message, message
+
+
+def test_a_start_where_the_gradient_is_not_finite_names_the_rows():
+    """sqrt(|w₀ (x − 10)|) has a finite value but no finite derivative at x = 10: the start
+    program checks the energy's value only (the backward pass would double its compilation),
+    so the chains diverge on the minibatch holding those rows, and the divergence's report
+    names them."""
+    x, y, model = _rows_model(
+        lambda p, x: jnp.sqrt(jnp.abs(p["w"][0] * (x[:, 0] - 10.0))) + x @ p["w"]
+    )
+    named = r"gradient of the log-likelihood is NaN or ±inf for rows \[7, 12\] of x_train"
+    with pytest.warns(bdl.DivergenceWarning, match=named):
+        bdl.sample(bdl.compile(model, (x, y), batch_size=5), bdl.kernels.sgld(1e-3), num_steps=5)
+
+
+def test_targets_outside_a_support_known_only_per_row_are_named_at_the_start():
+    """y ≤ trials_i is a support that depends on a data field: not checked by bdl.compile
+    (it checks supports with fixed bounds), found at the start with the rows."""
+    binomial = bdl.Likelihood.from_numpyro(dist.Binomial, parameter="logits", total_count="n")
+    x, _, model = _rows_model(lambda p, x: x @ p["w"], binomial)
+    trials = np.full(N, 4.0, np.float32)
+    y = np.full(N, 2.0, np.float32)
+    y[3] = 6.0  # more successes than trials
+    target = bdl.compile(model, {"x": x, "y": y, "n": trials})
+    with pytest.raises(ValueError, match=r"log-likelihood is −∞ or NaN for row \[3\] of y_train"):
+        bdl.sample(target, bdl.kernels.sgld(1e-3), num_steps=5)
+
+
+def test_a_start_where_the_prior_is_minus_infinity_names_the_prior(shared):
+    """θ = 1e30: log N(θ; 0, 1) overflows to −∞ in float32 (and so does every row's
+    log-likelihood), in chain 1 only."""
+    init = _w(np.zeros((3, D), np.float32))
+    init["net"]["w"][1, 0] = 1e30
+    with pytest.raises(ValueError) as info:
+        _sample(shared, num_chains=3, init=init)
+    message = str(info.value)
+    assert message.startswith("chain 1 cannot start"), message
+    assert "the prior's log-density is -inf" in message, message
+    assert "rows [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, …] (20 of 20) of y_train" in message, message
+
+
+def test_a_potential_infinite_at_its_start_is_refused():
+    potential = bdl.Potential(
+        lambda t: jnp.where(t[0] > 0, -jnp.inf, -0.5 * jnp.sum(t**2)), init=np.ones(2, np.float32)
+    )
+    with pytest.raises(ValueError, match=r"Potential\(log_density=...\) gives the energy U = inf"):
+        bdl.sample(bdl.compile(potential), bdl.kernels.sgld(1e-3), num_steps=5)

@@ -3,6 +3,7 @@ error naming the argument, before anything is compiled (tests/bad_input.py)."""
 
 from types import SimpleNamespace
 
+import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 import pytest
@@ -30,10 +31,19 @@ def shared():
     x = rng.normal(size=(N, D)).astype(np.float32)
     # warm what every compile runs (the network's first key), so that a case's count is its own
     bdl.compile(_model(), (x, np.zeros(N, np.float32)))
+    # and NumPyro's validation of integer parameters, traced once (the constant it makes)
+    binomial = bdl.Likelihood.from_numpyro(dist.Binomial, parameter="logits", total_count="trials")
+    trials = np.full(N, 10.0, np.float32)
+    bdl.compile(_model(binomial), {"x": x, "y": np.ones(N, np.float32), "trials": trials})
     return SimpleNamespace(
         x=x,
         y=rng.normal(size=N).astype(np.float32),
         labels=rng.integers(0, 3, size=N),
+        counts=rng.poisson(2.0, size=N).astype(np.float32),
+        trials=trials,
+        poisson=bdl.Likelihood.from_numpyro(dist.Poisson, link=jnp.exp),
+        beta=bdl.Likelihood.from_numpyro(dist.Beta, link=jnp.exp, concentration0=2.0),
+        binomial=binomial,
         vector_prior=dist.Normal(np.zeros(2, np.float32), 1.0),
     )
 
@@ -42,6 +52,14 @@ def _with(array, index, value):
     out = array.copy()
     out[index] = value
     return out
+
+
+def _counts_data(e, trials_test):
+    """The shared counts with a test split of two, their trials as per-example fields."""
+    fields, fields_test = {"trials": e.trials}, {"trials": trials_test}
+    return data.Dataset(
+        "d", e.x, e.counts, e.x[:2], e.counts[:2], fields=fields, fields_test=fields_test
+    )
 
 
 def _potential(log_density=None, init=None):
@@ -139,14 +157,15 @@ COMPILE = [
         "label above the logits",
         lambda e: bdl.compile(_model(bdl.Categorical(), 3), (e.x, _with(e.labels, 0, 3))),
         ValueError,
-        "labels y must lie in [0, 2] for a network with 3 output logits",
+        "y_train holds label 3 but the network has 3 outputs (labels 0, …, 2): fix the labels, "
+        "or give the network 4 outputs",
     ),
     case(
         "negative label",
         lambda e: bdl.compile(_model(bdl.Categorical(), 3), (e.x, _with(e.labels, 0, -1))),
         ValueError,
-        "labels y must lie in [0, 2] for a network with 3 output logits; found labels in [-1, 2]. "
-        "Map them to 0, …, K−1",
+        "y_train holds label -1 but the network has 3 outputs (labels 0, …, 2): map the labels "
+        "to 0, …, K−1",
     ),
     case(
         "fractional labels",
@@ -179,7 +198,80 @@ COMPILE = [
         "bernoulli labels not binary",
         lambda e: bdl.compile(_model(bdl.Bernoulli()), (e.x, e.labels)),
         ValueError,
-        "Bernoulli likelihood needs labels y in {0, 1}",
+        "y_train holds label 2; a Bernoulli likelihood needs labels 0 and 1",
+    ),
+    case(
+        "bernoulli labels of two dimensions",
+        lambda e: bdl.compile(_model(bdl.Bernoulli()), (e.x, np.zeros((N, 2), int))),
+        ValueError,
+        "Bernoulli likelihood needs labels y in {0, 1} of shape (n,); got shape (10, 2)",
+    ),
+    # test labels, and targets against the likelihood's support
+    case(
+        "test labels above the logits",
+        lambda e: bdl.compile(
+            _model(bdl.Categorical(), 3), (e.x, e.labels, e.x[:4], np.array([3, 0, 7, 1]))
+        ),
+        ValueError,
+        "y_test holds labels 3 and 7 but the network has 3 outputs (labels 0, …, 2)",
+    ),
+    case(
+        "fractional test labels",
+        lambda e: bdl.compile(
+            _model(bdl.Categorical(), 3), (e.x, e.labels, e.x[:2], np.array([0.5, 1.0]))
+        ),
+        ValueError,
+        "integer class labels; y_test has non-integer values",
+    ),
+    case(
+        "bernoulli test labels not binary",
+        lambda e: bdl.compile(
+            _model(bdl.Bernoulli()), (e.x, e.labels % 2, e.x[:3], np.array([0, 1, -1]))
+        ),
+        ValueError,
+        "y_test holds label -1; a Bernoulli likelihood needs labels 0 and 1",
+    ),
+    case(
+        "poisson negative counts",
+        lambda e: bdl.compile(_model(bdl.Poisson()), (e.x, _with(e.counts, 4, -2.0))),
+        ValueError,
+        "y_train holds values outside the support of Poisson, IntegerNonnegative(lower_bound=0): "
+        "1 of 10 rows lie outside it (rows 4), e.g. -2",
+    ),
+    case(
+        "from_numpyro poisson fractional counts",
+        lambda e: bdl.compile(_model(e.poisson), (e.x, _with(e.counts, 2, 0.5))),
+        ValueError,
+        "y_train holds values outside the support of Likelihood.from_numpyro(Poisson, link=exp",
+    ),
+    case(
+        "from_numpyro poisson negative test counts",
+        lambda e: bdl.compile(
+            _model(e.poisson), (e.x, e.counts, e.x[:3], np.array([1.0, -1.0, -3.0]))
+        ),
+        ValueError,
+        "y_test holds values outside the support of Likelihood.from_numpyro(Poisson",
+    ),
+    case(
+        "from_numpyro beta target of one",
+        lambda e: bdl.compile(_model(e.beta), (e.x, _with(np.full(N, 0.5, np.float32), 6, 1.5))),
+        ValueError,
+        "y_train holds values outside the support of Likelihood.from_numpyro(Beta",
+    ),
+    case(
+        "from_numpyro field outside its parameter's support",
+        lambda e: bdl.compile(
+            _model(e.binomial), {"x": e.x, "y": e.counts, "trials": _with(e.trials, 1, -4.0)}
+        ),
+        ValueError,
+        "data fields['trials'] feeds the parameter 'total_count' of "
+        "Likelihood.from_numpyro(Binomial",
+    ),
+    case(
+        "from_numpyro test field outside its parameter's support",
+        lambda e: bdl.compile(_model(e.binomial), _counts_data(e, np.array([2.5, 3.0]))),
+        ValueError,
+        "data fields_test['trials'] feeds the parameter 'total_count'",
     ),
     case(
         "gaussian outputs for fewer targets",
@@ -192,6 +284,37 @@ COMPILE = [
         lambda e: bdl.compile(_model(out=3), (e.x, np.zeros((N, 2), np.float32))),
         ValueError,
         "does not match the target shape (10, 2)",
+    ),
+    case(
+        "network output of integers",
+        lambda e: bdl.compile(
+            bdl.Model(
+                lambda p, x: (x @ p["w"]).astype(np.int32),
+                bdl.Gaussian(),
+                params={"w": np.zeros((D, 1), np.float32)},
+            ),
+            (e.x, e.y),
+        ),
+        TypeError,
+        "the network's output has dtype int32; a likelihood needs floating-point outputs",
+    ),
+    case(
+        "network output of booleans",
+        lambda e: bdl.compile(
+            bdl.Model(lambda p, x: x @ p["w"] > 0, bdl.Bernoulli(), params={"w": np.zeros(D)}),
+            (e.x, e.labels % 2),
+        ),
+        TypeError,
+        "the network's output has dtype bool",
+    ),
+    case(
+        "network output of two arrays",
+        lambda e: bdl.compile(
+            bdl.Model(lambda p, x: (x @ p["w"], x), bdl.Gaussian(), params={"w": np.zeros(D)}),
+            (e.x, e.y),
+        ),
+        ValueError,
+        "the network must return one array of outputs per batch",
     ),
     case(
         "network rejects the inputs",

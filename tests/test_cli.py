@@ -201,14 +201,14 @@ def test_warnings_print_as_one_line(monkeypatch, capsys):
 def test_help_lists_the_exit_codes(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for code in ("0 ", "1 ", "2 ", "3 ", "130", "141"):
+    for code in ("0 ", "1 ", "2 ", "3 ", "4 ", "130", "141"):
         assert f"\n  {code}" in out
-    assert "interrupted" in out and "diverged" in out
+    assert "interrupted" in out and "diverged" in out and "not converged" in out
 
 
 # ------------------------------------------------------------------------------ summaries
 def test_sample_names_the_parameters_and_reports_test_metrics(capsys):
-    assert main([*LR, *SHORT]) == 0
+    assert main([*LR, *SHORT]) == 4  # 2 chains x 100 draws: too short to have converged
     out = capsys.readouterr().out
     assert "net/w[0]" in out and "net/w[4]" in out
     assert "over all 5 parameters: min bulk ESS" in out
@@ -267,22 +267,23 @@ def test_cli_checkpoint_resume_and_extend(tmp_path, capsys):
     steps; the settings come back from DIR, and a flag that contradicts them is refused."""
     run = ["sample", "linear_regression", "--kernel", "sghmc", "--chains", "2", "--thin", "2"]
     directory = tmp_path / "ck"
-    assert main([*run, "--steps", "600", "--burn-in", "200", "--checkpoint", str(directory)]) == 0
+    ran = (0, 4)  # 4: not converged, which these short runs may be; the draws are what matters
+    assert main([*run, "--steps", "600", "--burn-in", "200", "--checkpoint", str(directory)]) in ran
     assert main(["sample", "--resume", str(directory), "--seed", "3"]) == 2
     assert "--seed 3 conflicts" in capsys.readouterr().err
     resumed = tmp_path / "resumed.npz"
     assert (
-        main(["sample", "--resume", str(directory), "--steps", "900", "--out", str(resumed)]) == 0
+        main(["sample", "--resume", str(directory), "--steps", "900", "--out", str(resumed)]) in ran
     )
     whole = tmp_path / "whole.npz"
-    assert main([*run, "--steps", "900", "--burn-in", "200", "--out", str(whole)]) == 0
+    assert main([*run, "--steps", "900", "--burn-in", "200", "--out", str(whole)]) in ran
     a, b = bdl.load_samples(resumed), bdl.load_samples(whole)
     np.testing.assert_array_equal(a.positions["net"]["w"], b.positions["net"]["w"])
     np.testing.assert_array_equal(a.info["energy"], b.info["energy"])
     assert a.steps_done == b.steps_done == 900
     # the extension is recorded: a plain --resume goes on to (here: is already at) 900 steps
     again = tmp_path / "again.npz"
-    assert main(["sample", "--resume", str(directory), "--out", str(again)]) == 0
+    assert main(["sample", "--resume", str(directory), "--out", str(again)]) in ran
     assert bdl.load_samples(again).steps_done == 900
 
 
@@ -292,11 +293,12 @@ def test_cli_resume_from_another_directory(tmp_path, monkeypatch, capsys):
     model.write_text((ROOT / "models" / "linear_regression.py").read_text())
     monkeypatch.chdir(tmp_path)
     run = ["sample", "mine.py", "--kernel", "sgld", "--hyper", "step_size=1e-4", "--chains", "1"]
-    assert main([*run, "--steps", "100", "--burn-in", "0", "--checkpoint", "ck"]) == 0
+    ran = (0, 4)  # 4: not converged, as one chain of 150 steps at h = 1e-4 is
+    assert main([*run, "--steps", "100", "--burn-in", "0", "--checkpoint", "ck"]) in ran
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    assert main(["sample", "--resume", str(tmp_path / "ck"), "--steps", "150"]) == 0
+    assert main(["sample", "--resume", str(tmp_path / "ck"), "--steps", "150"]) in ran
     assert "150 steps" in capsys.readouterr().out
 
 
@@ -305,7 +307,8 @@ def test_cli_tuned_hyper_overrides_the_suggestion(capsys):
     suggested learning rate and momentum; --tuned without a suggestion is refused."""
     base = ["sample", "mlp_digits", "--steps", "20", "--burn-in", "0", "--thin", "10"]
     base += ["--chains", "1"]
-    assert main([*base, "--kernel", "sghmc", "--tuned", "--hyper", "step_size=1e-4"]) == 0
+    tuned = [*base, "--kernel", "sghmc", "--tuned", "--hyper", "step_size=1e-4"]
+    assert main(tuned) == 4  # 2 draws: not converged
     assert "{'step_size': 0.0001}" in capsys.readouterr().out
     assert main([*base, "--kernel", "psgld", "--tuned"]) == 2
     err = capsys.readouterr().err
@@ -333,3 +336,12 @@ def test_the_parameter_summary_is_in_the_models_constrained_parameters():
     samples = Samples(positions, {}, {}, np.arange(50), "sgld", 50)
     line = next(x for x in summary_lines(target, samples) if x.startswith("lik/scale"))
     assert float(line.split()[1]) == pytest.approx(0.5, rel=1e-5)
+
+
+def test_options_read_true_and_false_as_booleans():
+    """``--option centred=true`` reached a model's ``build`` as the string 'true' (truthy, and
+    refused by a check that wants a bool)."""
+    from bdl.cli.options import parse_options
+
+    parsed = parse_options(["centred=true", "raw=False", "depth=3", "name=mlp"], "--option")
+    assert parsed == {"centred": True, "raw": False, "depth": 3, "name": "mlp"}

@@ -2,6 +2,8 @@
 computations from the same draws (mean, variance split, mixture quantiles; entropy and mutual
 information)."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -169,7 +171,7 @@ def test_chain_and_draw_axes_are_pooled():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda c, d: c.predictive(d, np.zeros((3, DIM + 1))), "examples of shape"),
+        (lambda c, d: c.predictive(d, np.zeros((3, DIM + 1))), "3 features per row"),
         (lambda c, d: c.predictive(d, np.zeros((3, DIM)), quantiles=(0.5, 1.0)), r"\(0, 1\)"),
         (lambda c, d: c.predictive(c.initial_position, np.zeros((3, DIM))), "leading draw axis"),
     ],
@@ -178,3 +180,72 @@ def test_bad_arguments_raise(call, match):
     compiled = _compiled(bdl.Gaussian(scale=0.3), np.zeros(20, np.float32))
     with pytest.raises(ValueError, match=match):
         call(compiled, _draws(compiled))
+
+
+def _samples(compiled, diverged, divergence_step, draws=4):
+    """Two chains of ``draws`` draws (steps 0, 1, …) as bdl.sample returns them."""
+    rng = np.random.default_rng(2)
+    positions = jax.tree.map(
+        lambda a: (0.5 * rng.normal(size=(2, draws, *np.shape(a)))).astype(np.float32),
+        compiled.initial_position,
+    )
+    return bdl.Samples(
+        positions, {}, {}, np.arange(draws), "sgld", draws,
+        diverged=np.array(diverged), divergence_step=np.array(divergence_step),
+    )  # fmt: skip
+
+
+def test_a_samples_is_read_as_its_valid_draws():
+    """predict, predictive and log_predictive take a Samples as samples.flat(): a diverged
+    chain's draws after its divergence are left out (here the last two of chain 1)."""
+    compiled = _compiled(bdl.Gaussian(scale=0.3), np.zeros(20, np.float32))
+    samples = _samples(compiled, [False, True], [-1, 2])
+    x, y = _x(), np.zeros(M, np.float32)
+    valid = samples.flat()
+    assert valid["net"]["w"].shape[0] == 6
+    np.testing.assert_array_equal(compiled.predict(samples, x), compiled.predict(valid, x))
+    np.testing.assert_array_equal(
+        compiled.log_predictive(samples, x, y), compiled.log_predictive(valid, x, y)
+    )
+    np.testing.assert_array_equal(
+        compiled.predictive(samples, x).mean, compiled.predictive(valid, x).mean
+    )
+    # (chains, draws, …) positions are pooled like (draws, …): every draw, the frozen ones too
+    frozen = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), samples.positions)
+    np.testing.assert_allclose(
+        compiled.predict(samples.positions, x), compiled.predict(frozen, x), rtol=1e-6
+    )
+
+
+def test_draws_after_a_divergence_or_of_failed_chains_warn():
+    """flat(frozen=True) over a diverged chain, and anything read from a Samples whose every
+    chain diverged, warn; a healthy Samples does not."""
+    compiled = _compiled(bdl.Gaussian(scale=0.3), np.zeros(20, np.float32))
+    x = _x()
+    one = _samples(compiled, [False, True], [-1, 2])
+    with pytest.warns(bdl.DivergenceWarning, match="2 draws taken after their chain diverged"):
+        one.flat(frozen=True)
+    both = _samples(compiled, [True, True], [3, 2])
+    for read in (
+        both.flat,
+        lambda: compiled.predict(both, x),
+        lambda: compiled.predictive(both, x),
+        lambda: compiled.log_predictive(both, x, np.zeros(M, np.float32)),
+    ):
+        with pytest.warns(bdl.DivergenceWarning, match=r"every chain diverged \(chain 0 at step 3"):
+            read()
+    healthy = _samples(compiled, [False, False], [-1, -1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bdl.DivergenceWarning)
+        healthy.flat()
+        healthy.flat(frozen=True)
+        compiled.predict(healthy, x)
+        one.flat()  # the valid draws: no repeat after the divergence
+
+
+def test_a_samples_without_valid_draws_is_refused():
+    compiled = _compiled(bdl.Gaussian(scale=0.3), np.zeros(20, np.float32))
+    none = _samples(compiled, [True, True], [0, 0])
+    refused = pytest.raises(ValueError, match="a Samples without valid draws")
+    with pytest.warns(bdl.DivergenceWarning), refused:
+        compiled.predict(none, _x())

@@ -366,7 +366,7 @@ def test_cli_sample_writes_a_readable_nc(tmp_path, capsys):
 
     out = tmp_path / "x.nc"
     args = ["sample", "linear_regression", "--kernel", "sghmc", "--steps", "300"]
-    assert main([*args, "--burn-in", "150", "--out", str(out)]) == 0
+    assert main([*args, "--burn-in", "150", "--out", str(out)]) == 4  # saved, though not converged
     assert f"draws written to {out}" in capsys.readouterr().out
     loaded = bdl.load_samples(out)
     assert loaded.num_chains == 4 and loaded.adapted["inverse_mass"].shape == (4, 5, 5)

@@ -30,6 +30,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_DIVERGED = 3
+EXIT_NOT_CONVERGED = 4  # bdl.cli.summary.NOT_CONVERGED, which bdl sample returns
 EXIT_INTERRUPTED = 130
 EXIT_PIPE_CLOSED = 141
 
@@ -41,6 +42,8 @@ exit status:
        untrusted NUTS reference (bdl validate, bdl reference); the message names the
        argument and the fix
   3    a chain diverged (bdl sample: the draws are still summarised and saved)
+  4    not converged (bdl sample: R-hat, bulk or tail ESS outside Vehtari et al.'s
+       thresholds, or a stuck chain; the draws are still summarised and saved)
   130  interrupted (Ctrl-C): bdl sample first summarises and saves the draws it has
   141  the output pipe was closed early (e.g. `bdl kernels | head`)
 

@@ -21,13 +21,18 @@ POTENTIAL_INITS = ("auto", "fixed")
 
 
 def parse_options(items: list[str] | None, flag: str) -> dict[str, Any]:
-    """``["step_size=1e-3", "friction=2"]`` -> ``{"step_size": 0.001, "friction": 2}``."""
+    """``["step_size=1e-3", "friction=2", "raw=true"]`` -> ``{"step_size": 0.001, "friction": 2,
+    "raw": True}``: Python literals, ``true``/``false`` in any case as booleans, anything else as
+    a string."""
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             example = "step_size=1e-3" if flag == "--hyper" else "depth=3"
             raise ValueError(f"{flag} expects KEY=VALUE, e.g. {flag} {example}; got {item!r}.")
+        if value.strip().lower() in ("true", "false"):
+            out[key] = value.strip().lower() == "true"
+            continue
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):

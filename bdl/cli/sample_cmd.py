@@ -3,12 +3,14 @@
 Every argument is checked before anything is compiled. Ctrl-C (or SIGTERM) at any moment ends the
 command with status 130; once sampling has started, the draws collected so far are first
 summarised (and saved with ``--out``), and with ``--checkpoint`` the run's state is kept so that
-``bdl sample --resume DIR`` goes on where it stopped.
+``bdl sample --resume DIR`` goes on where it stopped. The exit status says how the run went
+(docs/cli.md): 0, 3 when a chain diverged, 4 when the draws failed the convergence check.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -172,10 +174,16 @@ _RECORDED = (
 def run(args: argparse.Namespace) -> int:
     import jax
 
-    from bdl.cli.summary import summary_lines
+    from bdl.cli.summary import exit_status, summary_lines
     from bdl.kernels import registry
     from bdl.model_files import load_spec
-    from bdl.sampling import DivergenceWarning, check_output_path, sample
+    from bdl.sampling import (
+        ConvergenceWarning,
+        DivergenceWarning,
+        check_output_path,
+        checkpoint_lock,
+        sample,
+    )
     from bdl.sampling import checkpoint as checkpoint_io
     from bdl.sampling import stream as stream_io
 
@@ -188,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--curve {args.curve}: give a .png, .pdf or .svg file name.")
     if args.resume is not None:
         resumed_command(args)
+        checkpoint_lock.check_free(own_directory(args.resume))  # another process runs it: exit 2
     elif args.model is None or args.kernel is None:
         raise ValueError(
             "bdl sample needs a MODEL and --kernel NAME (or --resume DIR to continue a run)."
@@ -235,13 +244,20 @@ def run(args: argparse.Namespace) -> int:
         f"{lengths.chains} chains x {steps} steps (burn-in {burn_in}, thin {thin})"
     )
     directory = args.resume or args.checkpoint
-    if directory is not None:  # a resumed run records its (possibly extended) length
-        record_command(args, directory, steps, burn_in, thin)
-    start = time.perf_counter()
-    with warnings.catch_warnings():
+    # held from recording the command to the run's end: a second process is refused, not mixed in
+    held = (
+        contextlib.nullcontext()
+        if directory is None
+        else checkpoint_lock.hold(own_directory(directory))
+    )
+    with held, warnings.catch_warnings():
+        if directory is not None:  # a resumed run records its (possibly extended) length
+            record_command(args, directory, steps, burn_in, thin)
+        start = time.perf_counter()
         # an interruption is reported below, with what was kept
         warnings.filterwarnings("ignore", "sampling interrupted", UserWarning)
         warnings.filterwarnings("ignore", category=DivergenceWarning)  # reported below
+        warnings.filterwarnings("ignore", category=ConvergenceWarning)  # reported below
         samples = sample(
             target,
             kernel,
@@ -278,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
         if args.out is not None:
             samples.save(args.out)
             print(f"run (no draws) written to {args.out}")
-        return _status(samples)
+        return exit_status(samples)
     if samples.num_draws == 0:
         if not samples.interrupted:
             print("no draws were kept (every step was marked as a non-sample); run longer.")
@@ -295,18 +311,7 @@ def run(args: argparse.Namespace) -> int:
             "no chain ran to the end without diverging: no summary (the draws before each "
             "divergence are in samples.valid" + (f", saved in {args.out})." if args.out else ").")
         )
-    return _status(samples)
-
-
-def _status(samples: Samples) -> int:
-    import numpy as np
-
-    if samples.interrupted:
-        return 130
-    if np.any(samples.diverged):
-        print(f"bdl sample: warning: {samples.divergence_report()}", file=sys.stderr)
-        return 3
-    return 0
+    return exit_status(samples)
 
 
 def evaluation_line(evaluation: Any) -> str:
@@ -379,6 +384,14 @@ def device_mesh(args: argparse.Namespace) -> Any:
             f"over devices / data-devices; give a divisor of {devices}."
         )
     return make_mesh(chains=devices // data, data=data, devices=jax.local_devices()[:devices])
+
+
+def own_directory(directory: Path) -> Path:
+    """The checkpoint directory of this process (``process-I`` inside ``directory`` in a
+    multi-process run), which ``bdl.sample`` locks."""
+    from bdl.sampling.checkpointing import own
+
+    return own(Path(directory))
 
 
 def record_command(

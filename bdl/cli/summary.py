@@ -3,11 +3,13 @@
 The summary is that of :mod:`bdl.validation.summary`: in parameter space (the model's own,
 constrained parameters by name) for identifiable models, in function space (predictive means and
 log-likelihoods on held-out inputs) for networks, whose weights have no meaningful R̂; then the
-test-set BMA when the model has a test split.
+convergence verdict ``bdl.sample`` reached (``samples.convergence``, read, not recomputed); then
+the test-set BMA when the model has a test split.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import jax
@@ -25,10 +27,18 @@ from bdl.validation.summary import (
     parameter_space_lines,
 )
 
+#: the exit status of a run whose draws failed the convergence check (docs/cli.md):
+#: bdl.cli.main's EXIT_NOT_CONVERGED, repeated here because main stays light and imports no
+#: module that imports JAX
+NOT_CONVERGED = 4
+
 __all__ = [
     "MIN_DRAWS",
+    "NOT_CONVERGED",
     "SHOWN",
+    "convergence_lines",
     "diagnostics",
+    "exit_status",
     "function_space_lines",
     "parameter_space_lines",
     "summary_lines",
@@ -42,7 +52,33 @@ def summary_lines(target: Any, samples: Any, labels: dict[str, Any] | None = Non
         lines = function_space_lines(target, positions)
     else:  # in the model's own, constrained parameters (a scale as σ, not log σ)
         lines = parameter_space_lines(named_parameters(target, positions), labels)
+    lines += convergence_lines(samples)
     if isinstance(target, CompiledModel) and target.x_test is not None:
         metrics = test_metrics(target, samples.flat(healthy=True))
         lines.append("test BMA: " + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
     return lines
+
+
+def convergence_lines(samples: Any) -> list[str]:
+    """The convergence verdict of ``samples`` (:class:`bdl.diagnostics.convergence.Convergence`):
+    the worst R̂ and ESS on one line, then the stuck chains, one line each; nothing when there is
+    no verdict. What failed, and what to do, :func:`exit_status` reports."""
+    verdict = getattr(samples, "convergence", None)
+    if verdict is None:
+        return []
+    return [verdict.summary(), *(f"  {stuck}" for stuck in verdict.stuck)]
+
+
+def exit_status(samples: Any) -> int:
+    """``bdl sample``'s exit status: 130 interrupted, else 3 when a chain diverged, else
+    :data:`NOT_CONVERGED` (4) when the draws failed the convergence check, else 0; the
+    divergence and the failed verdict are reported on stderr first."""
+    if samples.interrupted:
+        return 130
+    unconverged = samples.convergence is not None and not samples.convergence.ok
+    if unconverged:
+        print(f"bdl sample: warning: {samples.convergence.report()}", file=sys.stderr)
+    if np.any(samples.diverged):
+        print(f"bdl sample: warning: {samples.divergence_report()}", file=sys.stderr)
+        return 3
+    return NOT_CONVERGED if unconverged else 0

@@ -1,7 +1,8 @@
 """``bdl validate MODEL --kernel NAME``: NUTS reference vs kernel; table, plot, exit code.
 
 Every argument is checked before anything is compiled; exit 0 when every gated quantity is
-within its threshold, 1 when one is not, 2 for bad usage or an untrusted NUTS reference.
+within its threshold, 1 when one is not (a kernel run that has not converged is not compared with
+NUTS and fails), 2 for bad usage or an untrusted NUTS reference.
 """
 
 from __future__ import annotations
@@ -106,6 +107,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(report)
     print(f"plot: {report.plot}")
+    verdict = report.samples.convergence
+    if verdict is not None and not verdict.ok:  # the failing rows' reason, and what to change
+        print(
+            f"bdl validate: the kernel's run was not compared: {verdict.report()}", file=sys.stderr
+        )
     return 0 if report.passed else 1
 
 

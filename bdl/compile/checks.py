@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bdl.data.dataset import Dataset
+from bdl.dsl.likelihoods import Likelihood
 from bdl.dsl.potential import Potential
 from bdl.utils.arguments import shown
 from bdl.utils.trees import describe, path_to_str
@@ -64,6 +65,38 @@ def check_data(data: Dataset) -> None:
                 f"data {test} has examples of shape {b.shape[1:]} but {train} of shape "
                 f"{a.shape[1:]}; the test split must have the training split's features."
             )
+
+
+def targets(likelihood: Likelihood, y: np.ndarray, name: str) -> np.ndarray:
+    """``y`` as the model scores it: float32 for a regression, int32 class labels for a
+    classifier (integer-valued floats such as ``1.0`` are accepted; ``0.5`` is refused)."""
+    if likelihood.task == "regression":
+        return np.asarray(y, np.float32)
+    labels = np.asarray(y, np.int32)
+    if not np.all(np.asarray(y) == labels):
+        raise ValueError(
+            f"{type(likelihood).__name__} likelihood needs integer class labels; {name} has "
+            "non-integer values."
+        )
+    return labels
+
+
+def check_output(out: Any) -> None:
+    """The network maps a batch to one floating-point array (found by abstract evaluation). An
+    integer or boolean output has no gradient in the weights: the chains would sample the
+    prior, whatever the data say."""
+    if not isinstance(out, jax.ShapeDtypeStruct):
+        raise ValueError(
+            f"the network must return one array of outputs per batch; it returns "
+            f"{describe(out)}. Return the array the likelihood scores (e.g. the logits)."
+        )
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        raise TypeError(
+            f"the network's output has dtype {out.dtype}; a likelihood needs floating-point "
+            "outputs (logits, means), and an integer or boolean output has zero gradient in the "
+            "weights, so the chains would only sample the prior. Remove the cast at the end of "
+            "the network (e.g. .astype(jnp.int32), jnp.argmax, a comparison)."
+        )
 
 
 def _start_leaves(tree: Any, owner: str) -> list[tuple[str, Any, np.dtype]]:

@@ -23,6 +23,7 @@ from bdl.compile.batching import BatchState, init_batch_state, next_indices
 from bdl.compile.data_fields import check_fields_given
 from bdl.compile.minimise import minimise
 from bdl.compile.positions import broadcast_position
+from bdl.compile.prediction_inputs import check_targets, flatten_draws
 from bdl.compile.predictive import predictive
 from bdl.compile.target import Target
 from bdl.dsl import hierarchical
@@ -275,15 +276,17 @@ class CompiledModel(Target):
 
     # ---------------------------------------------------------------- predictions
     def predict(
-        self, positions: PyTree, x: jax.Array, fields: dict[str, jax.Array] | None = None
+        self, positions: Any, x: jax.Array, fields: dict[str, jax.Array] | None = None
     ) -> jax.Array:
-        """Bayesian model average E_θ[E[y | x, θ]] over positions with one leading sample axis.
+        """Bayesian model average E_θ[E[y | x, θ]] over draws: a :class:`bdl.Samples` (its
+        valid draws) or positions with leading draw axes, checked against the model first.
 
         Classifiers return averaged class probabilities (n, K); regressors the predictive mean,
         shaped like the targets (a (n, 1) network output is squeezed for (n,) targets).
         """
+        flat = flatten_draws(self, positions, "positions", x)
         given = check_fields_given(self.likelihood, fields) if fields is not None else {}
-        return jnp.mean(jax.lax.map(lambda p: self.predictive_mean(p, x, given), positions), axis=0)
+        return jnp.mean(jax.lax.map(lambda p: self.predictive_mean(p, x, given), flat), axis=0)
 
     def predictive_mean(
         self, position: PyTree, x: jax.Array, fields: dict[str, jax.Array] | None = None
@@ -316,13 +319,16 @@ class CompiledModel(Target):
 
     def log_predictive(
         self,
-        positions: PyTree,
+        positions: Any,
         x: jax.Array,
         y: jax.Array,
         fields: dict[str, jax.Array] | None = None,
     ) -> jax.Array:
-        """Per-example log of the BMA predictive density, log (1/K) Σ_k p(y_i | x_i, θ_k)."""
-        lls = jax.lax.map(lambda p: self.log_likelihood(p, x, y, fields), positions)
+        """Per-example log of the BMA predictive density, log (1/K) Σ_k p(y_i | x_i, θ_k), over
+        draws as :meth:`predict` takes them."""
+        flat = flatten_draws(self, positions, "positions", x)
+        check_targets(self, x, y)
+        lls = jax.lax.map(lambda p: self.log_likelihood(p, x, y, fields), flat)
         return jax.nn.logsumexp(lls, axis=0) - jnp.log(lls.shape[0])
 
     # ---------------------------------------------------------------- initial positions
@@ -341,7 +347,10 @@ class CompiledModel(Target):
         * ``"prior"``: a draw from the prior per chain (proper priors only);
         * ``"fixed"``: the declared initial parameters for every chain;
         * ``"auto"`` (default): ``"network"`` when the network initialises from a key, else
-          ``"perturbed"``;
+          ``"prior"`` when every prior is proper, else ``"perturbed"``. Starts that differ as
+          much as the prior says are what R̂ needs to tell chains that have not mixed; the
+          declared parameters plus a little noise start every chain in one place (and at a
+          non-centred hierarchical model's zeros, where a scale has no curvature at all);
         * a position pytree (shared, or with a leading chain axis).
         """
         keys = jax.random.split(key, num_chains)
@@ -349,7 +358,13 @@ class CompiledModel(Target):
             if init == "map":
                 return self._map_start(key, num_chains)
             if init == "auto":
-                init = "network" if self.adapter.init is not None else "perturbed"
+                if self.adapter.init is not None:
+                    init = "network"
+                else:
+                    try:
+                        return jax.vmap(self._prior_draw)(keys)
+                    except NotImplementedError:  # an improper prior
+                        init = "perturbed"
             if init == "perturbed":
                 return jax.vmap(lambda k: _perturbed(self.initial_position, k))(keys)
             if init == "network":

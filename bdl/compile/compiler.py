@@ -14,12 +14,15 @@ from bdl.compile.checks import (
     as_dataset,
     check_batch_size,
     check_data,
+    check_output,
     check_params,
     check_potential,
+    targets,
 )
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.compiled_potential import CompiledPotential
 from bdl.compile.data_fields import as_field_dataset, check_log_prob, dataset_fields
+from bdl.compile.support import check_observed
 from bdl.dsl.hierarchical import hyper_groups
 from bdl.dsl.model import Model
 from bdl.dsl.network import NetworkStateError, make_adapter
@@ -89,12 +92,9 @@ def compile(
     batch_size = check_batch_size(batch_size, n)
     regression = model.likelihood.task == "regression"
     x = np.asarray(dataset.x_train, np.float32)
-    y = np.asarray(dataset.y_train, np.float32 if regression else np.int32)
-    if not regression and not np.all(np.asarray(dataset.y_train) == y):
-        raise ValueError(
-            f"{type(model.likelihood).__name__} likelihood needs integer class labels; y_train "
-            "has non-integer values."
-        )
+    x_test = None if dataset.x_test is None else np.asarray(dataset.x_test, np.float32)
+    y = targets(model.likelihood, dataset.y_train, "y_train")
+    y_test = None if dataset.y_test is None else targets(model.likelihood, dataset.y_test, "y_test")
 
     if augment is not None:
         check_augmentation(augment, x[0], "augment")
@@ -122,11 +122,15 @@ def compile(
             f"the network cannot be applied to inputs of shape {x.shape[1:]} (per example): "
             f"{type(err).__name__}: {err}"
         ) from None
+    check_output(out)
     out_shape = (n, *out.shape[1:]) if out.shape and out.shape[0] == min(n, 2) else out.shape
     # check the labels as converted above (integer-valued float labels are accepted as ints)
     model.likelihood.check(tuple(out_shape), y)
     fields_train, fields_test = dataset_fields(model.likelihood, dataset)
     check_log_prob(model.likelihood, out, y, fields_train)
+    check_observed(model.likelihood, out, y, "y_train", fields_train, "fields")
+    if y_test is not None:
+        check_observed(model.likelihood, out, y_test, "y_test", fields_test, "fields_test")
     num_classes = None
     if not regression:
         num_classes = dataset.num_classes
@@ -142,14 +146,11 @@ def compile(
     priors = tuple(model.prior.resolve(info) for info in infos)
     hyper = hyper_groups(priors)
 
-    def test_array(a: Any, dtype: Any) -> jax.Array | None:
-        return None if a is None else jnp.asarray(np.asarray(a, dtype))
-
     compiled = CompiledModel(
         x_train=jnp.asarray(x),
         y_train=jnp.asarray(y),
-        x_test=test_array(dataset.x_test, np.float32),
-        y_test=test_array(dataset.y_test, np.float32 if regression else np.int32),
+        x_test=None if x_test is None else jnp.asarray(x_test),
+        y_test=None if y_test is None else jnp.asarray(y_test),
         initial_position=None,
         n=n,
         batch_size=batch_size,

@@ -23,7 +23,7 @@ H[p] = −Σ_c p_c log p_c:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +31,7 @@ import numpy as np
 from jax.scipy.special import xlogy
 
 from bdl.compile.data_fields import check_fields_given
+from bdl.compile.prediction_inputs import flatten_draws
 from bdl.utils.owner_jit import owner_jit
 
 PyTree = Any
@@ -80,48 +81,6 @@ class ClassificationPredictive(NamedTuple):
     mutual_information: jax.Array
 
 
-@runtime_checkable
-class Draws(Protocol):
-    """What the predictive reads of a :class:`bdl.Samples` (the sampling layer's result, above
-    this one): the draws ``(chains, draws, …)`` and which of them are valid ``(chains, draws)``."""
-
-    @property
-    def positions(self) -> PyTree: ...
-
-    @property
-    def valid(self) -> np.ndarray: ...
-
-
-def flatten_draws(compiled: Compiled, positions: Any) -> PyTree:
-    """Positions with any number of leading draw axes (``(draws, …)``, ``(chains, draws, …)``)
-    or a :class:`bdl.Samples` (its valid draws: any :class:`Draws`) as one ``(K, …)`` stack."""
-    if isinstance(positions, Draws):
-        valid = np.asarray(positions.valid).reshape(-1)
-        flat = flatten_draws(compiled, positions.positions)
-        return jax.tree.map(lambda a: a[valid], flat)
-    leaves = jax.tree.leaves(positions)
-    reference = jax.tree.leaves(compiled.initial_position)
-    if len(leaves) != len(reference):
-        raise ValueError(
-            "positions must have the structure of compiled.initial_position with leading draw "
-            "axes (e.g. samples.positions)."
-        )
-    lead = np.ndim(leaves[0]) - np.ndim(reference[0])
-    if lead < 1:
-        raise ValueError(
-            "positions need at least one leading draw axis: (draws, ...) or (chains, draws, ...); "
-            "wrap a single position with jax.tree.map(lambda a: a[None], position)."
-        )
-    shape = np.shape(leaves[0])[:lead]
-    for leaf, ref in zip(leaves, reference, strict=True):
-        if np.shape(leaf) != (*shape, *np.shape(ref)):
-            raise ValueError(
-                f"positions leaves must all have the leading draw axes {shape} followed by the "
-                f"position's own shape; got {np.shape(leaf)} for a leaf of shape {np.shape(ref)}."
-            )
-    return jax.tree.map(lambda a: jnp.reshape(jnp.asarray(a), (-1, *np.shape(a)[lead:])), positions)
-
-
 def _distribution(compiled: Compiled, position: PyTree, x: jax.Array, fields: dict) -> Any:
     net, lik = compiled.constrain(position)
     out = compiled.adapter.apply(net, x)
@@ -151,27 +110,28 @@ def predictive(
     The draws are mapped one at a time (memory grows with K·m, not with the network's
     activations), the statistics are vectorised over inputs and draws.
     """
-    flat = flatten_draws(compiled, positions)
+    flat = flatten_draws(compiled, positions, "positions", x)
+    given = check_fields(compiled, fields, x)
+    levels = tuple(float(q) for q in quantiles)
+    if compiled.likelihood.task != "classification" and not all(0.0 < q < 1.0 for q in levels):
+        raise ValueError(f"quantiles must lie in (0, 1); got {list(quantiles)}.")
     x = jnp.asarray(x, compiled.x_train.dtype)
-    if x.shape[1:] != compiled.x_train.shape[1:]:
-        raise ValueError(
-            f"x has examples of shape {x.shape[1:]}, but the model was compiled on inputs of "
-            f"shape {compiled.x_train.shape[1:]}."
-        )
-    given = check_fields_given(compiled.likelihood, fields)
     given = {k: jnp.asarray(v, jnp.float32) for k, v in given.items()}
-    for name, value in given.items():
-        if value.shape[:1] != x.shape[:1]:
-            raise ValueError(
-                f"fields[{name!r}] has shape {value.shape}; it needs one entry per input "
-                f"({x.shape[0]})."
-            )
     if compiled.likelihood.task == "classification":
         return _classification_jit(compiled, flat, x, given)
-    levels = tuple(float(q) for q in quantiles)
-    if not all(0.0 < q < 1.0 for q in levels):
-        raise ValueError(f"quantiles must lie in (0, 1); got {list(quantiles)}.")
     return _regression_jit(compiled, flat, x, given, levels)
+
+
+def check_fields(compiled: Compiled, fields: dict[str, Any] | None, x: Any) -> dict[str, Any]:
+    """The per-example data fields the likelihood reads, one entry per row of ``x``."""
+    given = check_fields_given(compiled.likelihood, fields)
+    for name, value in given.items():
+        if np.shape(value)[:1] != np.shape(x)[:1]:
+            raise ValueError(
+                f"fields[{name!r}] has shape {np.shape(value)}; it needs one entry per input "
+                f"({np.shape(x)[0]})."
+            )
+    return given
 
 
 def _entropy(p: jax.Array) -> jax.Array:

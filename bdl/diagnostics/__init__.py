@@ -2,6 +2,11 @@
 
 * :mod:`bdl.diagnostics.chains` — plain, bulk and tail ESS and split and rank-normalised R̂,
   computed by ArviZ (Geyer 1992; Vehtari et al. 2021).
+* :mod:`bdl.diagnostics.rank_normalised` — the rank R̂, bulk and tail ESS of many quantities at
+  once, as ArviZ computes them, vectorised in NumPy.
+* :mod:`bdl.diagnostics.convergence` — the verdict every ``bdl.sample`` run gets (R̂ < 1.01, bulk
+  and tail ESS ≥ 100 per chain), with :mod:`bdl.diagnostics.stuck`, the chains that stopped
+  moving.
 * :mod:`bdl.diagnostics.temperatures` — kinetic temperature with its χ² band and configurational
   temperature per parameter group (Wenzel et al. 2020, App. I).
 

@@ -60,6 +60,13 @@ class Likelihood(abc.ABC):
         """Names of the per-example data fields this likelihood reads (e.g. ``("sigma",)``)."""
         return ()
 
+    @property
+    def field_parameters(self) -> dict[str, str]:
+        """``{parameter: field}``: the distribution parameter each data field feeds, so that the
+        compiler checks the field's values against that parameter's constraint (e.g. Binomial's
+        ``total_count``: integers ≥ 0); ``{}`` when no field feeds a parameter directly."""
+        return {}
+
     @abc.abstractmethod
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
         """p(y | output, params) for a batch; ``output`` already matched to ``y``'s shape."""
@@ -68,12 +75,19 @@ class Likelihood(abc.ABC):
     def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
         """Raise ``ValueError`` naming the argument when outputs/targets cannot fit together."""
 
+    def matched_distribution(
+        self, output: jax.Array, y: Any, params: dict[str, jax.Array] | None = None
+    ) -> dist.Distribution:
+        """The distribution :meth:`log_prob` scores ``y`` with: :meth:`distribution` of the
+        output matched to ``y``'s shape (an output ``(n, 1)`` for targets ``(n,)`` loses its
+        last axis). The compiler reads its ``support`` to check the observed values."""
+        return self.distribution(_match_output(output, y), params or {})
+
     def log_prob(
         self, output: jax.Array, y: jax.Array, params: dict[str, jax.Array] | None = None
     ) -> jax.Array:
         """Per-example log-likelihood log p(y_i | f(x_i), φ), shape ``(batch,)``."""
-        output = _match_output(output, y)
-        return _sum_event(self.distribution(output, params or {}).log_prob(y))
+        return _sum_event(self.matched_distribution(output, y, params).log_prob(y))
 
     def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
         """Predictive mean E[y | f(x), φ] (class probabilities for classifiers)."""
@@ -270,6 +284,10 @@ class FromNumPyro(Likelihood):
     def fields(self) -> tuple[str, ...]:
         return tuple(self.field_names.values())
 
+    @property
+    def field_parameters(self) -> dict[str, str]:
+        return dict(self.field_names)
+
     def _main(self, output: jax.Array) -> jax.Array:
         return output[..., 0] if self.outputs else output
 
@@ -286,13 +304,13 @@ class FromNumPyro(Likelihood):
             kwargs[name] = params[name]
         return self.distribution_fn(**kwargs)
 
-    def log_prob(
-        self, output: jax.Array, y: jax.Array, params: dict[str, jax.Array] | None = None
-    ) -> jax.Array:
-        if not self.outputs and output.ndim == y.ndim + 1 and output.shape[-1] == 1:
+    def matched_distribution(
+        self, output: jax.Array, y: Any, params: dict[str, jax.Array] | None = None
+    ) -> dist.Distribution:
+        # with outputs=, the last axis holds the parameters' columns and is never dropped
+        if not self.outputs and output.ndim == len(y.shape) + 1 and output.shape[-1] == 1:
             output = output[..., 0]
-        lp = self.distribution(output, params or {}).log_prob(y)
-        return lp.reshape(lp.shape[0], -1).sum(-1) if lp.ndim > 1 else lp
+        return self.distribution(output, params or {})
 
     def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
         """E[y | f]; for classifiers the class probabilities ``(n, K)`` (Bernoulli: [1 − p, p])."""

@@ -1,21 +1,24 @@
 """The sampling loop and its result."""
 
 from bdl.sampling.chunking import ChunkPolicy, FixedChunks, TimedChunks
+from bdl.sampling.convergence import check_convergence
 from bdl.sampling.layout import make_mesh
 from bdl.sampling.loading import load_samples
 from bdl.sampling.loop_options import LoopOptions
 from bdl.sampling.merge import merge_samples
 from bdl.sampling.sample import sample
-from bdl.sampling.samples import DivergenceWarning, Samples
+from bdl.sampling.samples import ConvergenceWarning, DivergenceWarning, Samples
 from bdl.sampling.storage import check_output_path
 
 __all__ = [
     "ChunkPolicy",
+    "ConvergenceWarning",
     "DivergenceWarning",
     "FixedChunks",
     "LoopOptions",
     "Samples",
     "TimedChunks",
+    "check_convergence",
     "check_output_path",
     "load_samples",
     "make_mesh",

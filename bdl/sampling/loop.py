@@ -18,7 +18,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import jax
@@ -63,14 +63,19 @@ def run(
     keep: Keep,
     checkpointer: Checkpointer | None,
     meter: Progress,
+    after_first: Callable[[Chains, Chains], None] | None = None,
 ) -> tuple[LoopState, bool]:
     """Run from ``start`` to the plan's end; returns the progress and whether the run was
-    interrupted (Ctrl-C or SIGTERM: the stream and the checkpoint are written first)."""
+    interrupted (Ctrl-C or SIGTERM: the stream and the checkpoint are written first).
+    ``after_first(start chains, chains)`` runs after the first call (it may raise)."""
     now = start
     try:
         with _termination_as_interrupt():
             while now.t < plan.end:
+                before = now
                 now = _advance(programs, plan, now, schedule, policy, keep)
+                if after_first is not None and before is start:
+                    after_first(start.chains, now.chains)
                 meter.update(now.t)
                 if keep.stream_due():
                     keep.flush(now.t, now.chains)

@@ -8,6 +8,7 @@ once, and concatenates them along the chain axis.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -15,16 +16,24 @@ from typing import Any
 import jax
 import numpy as np
 
+from bdl.compile.target import Target
+from bdl.sampling.convergence import check_convergence
 from bdl.sampling.loading import load_samples
 from bdl.sampling.samples import Samples
 
 
-def merge_samples(parts: Sequence[Samples | str | os.PathLike]) -> Samples:
+def merge_samples(parts: Sequence[Samples | str | os.PathLike], *, target: Any = None) -> Samples:
     """One :class:`Samples` from the per-process parts of a run (objects or saved files).
 
     The parts may come in any order; they must share the model, kernel, settings and draw
     steps, and their chain blocks must cover ``0 … num_chains − 1`` exactly once. The result is
     the one-process run's ``Samples`` (chains in order).
+
+    Its convergence verdict is recomputed over all the chains
+    (:func:`bdl.sampling.check_convergence`): from the draws alone for a model checked in
+    parameter space; a network's, checked on its predictions, needs ``target`` (the compiled
+    model), without which the merged ``convergence`` is ``None`` (as it is for parts that carry
+    no verdict, unless ``target`` is given).
     """
     if isinstance(parts, Samples | str | os.PathLike) or not isinstance(parts, Sequence):
         raise TypeError(
@@ -33,6 +42,11 @@ def merge_samples(parts: Sequence[Samples | str | os.PathLike]) -> Samples:
         )
     if not parts:
         raise ValueError("merge_samples needs at least one part; got an empty list.")
+    if target is not None and not isinstance(target, Target):
+        raise TypeError(
+            "merge_samples(target=...) must be the compiled model the parts were drawn from "
+            f"(bdl.compile(...)); got {type(target).__name__}."
+        )
     loaded = [p if isinstance(p, Samples) else load_samples(p) for p in parts]
     blocks = [_block(s, i) for i, s in enumerate(loaded)]
     order = np.argsort([b[0] for b in blocks], kind="stable")
@@ -72,7 +86,7 @@ def merge_samples(parts: Sequence[Samples | str | os.PathLike]) -> Samples:
     adapted = None if first.adapted is None else joined(*(s.adapted for s in loaded))
     layout = dict(first.meta.get("layout", {}))
     layout.update(chains=[0, total], processes=len(loaded))
-    return Samples(
+    merged = Samples(
         positions=joined(*(s.positions for s in loaded)),
         extra=joined(*(s.extra for s in loaded)),
         info=joined(*(s.info for s in loaded)),
@@ -85,6 +99,12 @@ def merge_samples(parts: Sequence[Samples | str | os.PathLike]) -> Samples:
         adapted=adapted,
         meta={**first.meta, "layout": layout},
     )
+    checked = [s.convergence for s in loaded if s.convergence is not None]
+    space = checked[0].space if checked else None
+    if target is None and space != "parameter":
+        return merged  # a network's predictions need the model; unchecked parts say nothing
+    convergence = check_convergence(merged, target, space=space)
+    return dataclasses.replace(merged, convergence=convergence)
 
 
 def _block(samples: Samples, i: int) -> tuple[int, int]:

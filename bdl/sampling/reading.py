@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bdl import __version__
+from bdl.diagnostics.convergence import Convergence
 from bdl.evaluation.curve import BMAEvaluation
 from bdl.sampling.names import leaf_keys
 from bdl.sampling.samples import Samples
@@ -210,6 +211,7 @@ def _assemble(file: Path, header: dict[str, Any], fetch: Fetch, like: PyTree | N
     evaluation = None
     if trees.get("evaluation") is not None:  # files of runs that evaluated while sampling
         evaluation = BMAEvaluation.from_dict(_decode(trees["evaluation"], leaf))
+    convergence = header.get("convergence")  # absent from files written before the check
     return Samples(
         positions=tree(trees["position"]),
         extra={k: tree(v) for k, v in trees["extra"].items()},
@@ -224,7 +226,19 @@ def _assemble(file: Path, header: dict[str, Any], fetch: Fetch, like: PyTree | N
         meta=header["meta"],
         evaluation=evaluation,
         kept_draws=bool(header.get("kept_draws", True)),
+        convergence=None if convergence is None else _convergence(file, convergence),
     )
+
+
+def _convergence(file: Path, record: Any) -> Convergence:
+    """The saved verdict (:meth:`Convergence.as_dict`), or a :class:`SamplesFileError`."""
+    try:
+        return Convergence.from_dict(record)
+    except (TypeError, ValueError, AttributeError) as err:
+        raise SamplesFileError(
+            f"{str(file)!r}: its convergence record cannot be read ({err}); the file is corrupt: "
+            "write it again with Samples.save."
+        ) from None
 
 
 def _restore(stored: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -15,6 +15,7 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import jax
@@ -23,12 +24,14 @@ from jax.sharding import Mesh
 
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
-from bdl.sampling import checkpointing
+from bdl.sampling import checkpoint_lock, checkpointing
 from bdl.sampling import draws as draw_buffers
 from bdl.sampling import keep as keeping
 from bdl.sampling import loop as looping
 from bdl.sampling.checkpoint import fingerprint
 from bdl.sampling.checks import check_run, check_schedules, check_start
+from bdl.sampling.convergence import checked
+from bdl.sampling.divergence import refuse_bad_starts, start_explanation
 from bdl.sampling.keep import Keep
 from bdl.sampling.layout import Layout, resolve
 from bdl.sampling.loop_options import LoopOptions
@@ -46,6 +49,7 @@ BUFFER_BYTES = 128 * 2**20
 MAX_BUFFER_DRAWS = 1000
 
 
+@checkpoint_lock.released_on_return  # the checkpoint directory is locked for the run
 def sample(
     target: Target,
     kernel: Kernel,
@@ -164,8 +168,12 @@ def sample(
     header = None  # what a checkpoint records; the kernel's digest costs a pretty-print
     if directory is not None:
         header = {**meta, "kernel_fingerprint": fingerprint(bound), "streaming": kept.record()}
-    if saved is not None:
-        checkpointing.check_same_run(saved.header, header, directory, layout)
+        if saved is not None:
+            checkpointing.check_same_run(saved.header, header, directory, layout)
+        # the model's fingerprint evaluates its energy: only when checkpointing or resuming
+        header["target"] = checkpointing.target_record(
+            target, None if saved is None else saved.header, directory
+        )
     options = resolve_loop(loop, target, (kernel.name, num_chains, layout))
 
     key = jax.random.key(seed)
@@ -200,24 +208,28 @@ def sample(
     meter = Progress(num_steps, sys.stderr.isatty() if progress is None else progress,
                      label=kernel.name, start=t)  # fmt: skip
     start = looping.LoopState(chains, buffers, t)
+    check = None  # a resumed run's start was checked when it began
+    if saved is None:
+        check = partial(refuse_bad_starts, target, bound, first=layout.start)
     end, interrupted = looping.run(
-        programs, plan, start, schedule, options.chunks, sinks, writer, meter
+        programs, plan, start, schedule, options.chunks, sinks, writer, meter, check
     )
     if interrupted:
         warnings.warn(
             f"sampling interrupted after {end.t} steps; returning the draws collected so far"
             + (f" (checkpoint in {directory})." if writer is not None else "."),
-            stacklevel=2,
+            stacklevel=3,  # past the wrapper that releases the checkpoint's lock
         )
     result = sinks.result(end.t, end.chains, interrupted)
     if np.any(result.diverged):
+        why = start_explanation(target, bound, start.chains, result.diverged[: layout.local_chains])
         warnings.warn(
-            result.divergence_report() + " samples.flat() and the predictive use the valid draws; "
-            "docs/troubleshooting.md says what to change.",
+            result.divergence_report() + (f" {why}" if why else "") + " samples.flat() and the "
+            "predictive use the valid draws; docs/troubleshooting.md says what to change.",
             DivergenceWarning,
-            stacklevel=2,
+            stacklevel=3,  # past the wrapper that releases the checkpoint's lock
         )
-    return result
+    return checked(result, target)  # the convergence verdict, and its warning when it fails
 
 
 def _buffer_rows(one_row: draw_buffers.Records, num_draws: int) -> int:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
+from bdl.diagnostics.convergence import Convergence
 from bdl.sampling.names import leaf_keys, posterior_name
 from bdl.sampling.storage import save_samples
 
@@ -19,6 +21,12 @@ PyTree = Any
 class DivergenceWarning(UserWarning):
     """Issued by :func:`bdl.sample` when a chain diverged: its later draws are not valid
     (:meth:`Samples.flat` and the predictive leave them out)."""
+
+
+class ConvergenceWarning(UserWarning):
+    """Issued by :func:`bdl.sample` when its draws fail the convergence check
+    (``samples.convergence``: R̂, bulk and tail ESS, stuck chains); the message names the worst
+    quantities and what to change (docs/troubleshooting.md)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -49,6 +57,10 @@ class Samples:
         kept_draws: whether the draws are held here; ``False`` for a run with
             ``keep_draws=False``, whose per-draw fields are empty (no draws) while the run's
             fields (``steps_done``, ``diverged``, ``adapted``, ``evaluation``) are complete.
+        convergence: the convergence check of the draws (:func:`bdl.sampling.check_convergence`):
+            ``ok``, the worst R̂, bulk and tail ESS and where, the thresholds and the stuck
+            chains; ``None`` when nothing was checked (no draws kept, a run at temperature 0,
+            draws assembled by hand, files written before bdl checked).
     """
 
     positions: PyTree
@@ -64,6 +76,7 @@ class Samples:
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
     evaluation: Any = None
     kept_draws: bool = True
+    convergence: Convergence | None = None
 
     def __post_init__(self) -> None:
         if self.diverged is None:
@@ -110,12 +123,41 @@ class Samples:
         divergence, not the later ones, which repeat its last finite state. ``healthy``: only
         the chains that never diverged. ``frozen``: every draw, the repeated states included
         (the ``(chains × draws)`` stack of :attr:`positions`).
+
+        Warns (:class:`DivergenceWarning`) when what it returns is not to be trusted: with
+        ``frozen``, when some draws were taken after their chain diverged; whatever the
+        options, when every chain diverged (the draws left are those of chains that were
+        failing, possibly already far out). The predictive reads a ``Samples`` through this
+        method, so it warns the same way.
         """
         tree = self.positions if what == "position" else self.extra[what]
         if healthy:
             keep = self.healthy_chains
             tree = jax.tree.map(lambda a: a[keep], tree)
         flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), tree)
+        after = int(np.size(self.valid) - np.count_nonzero(self.valid))
+        if self.num_chains and np.all(self.diverged):
+            steps = ", ".join(
+                f"chain {c} at step {int(t)}" for c, t in enumerate(self.divergence_step)
+            )
+            warnings.warn(
+                f"every chain diverged ({steps}): the draws of samples.flat() "
+                "are those of failing chains"
+                + (f", {after} of them repeats after the divergence" if frozen and after else "")
+                + "; results computed from them are not posterior draws. docs/troubleshooting.md "
+                "says what to change.",
+                DivergenceWarning,
+                stacklevel=2,
+            )
+        elif frozen and after:
+            bad = np.flatnonzero(self.diverged).tolist()
+            warnings.warn(
+                f"samples.flat(frozen=True) includes {after} draws taken after their chain "
+                f"diverged (chains {bad}), repeats of its last finite state: results computed "
+                "from them are not posterior draws. samples.flat() leaves them out.",
+                DivergenceWarning,
+                stacklevel=2,
+            )
         if healthy or frozen or not np.any(self.diverged):
             return flat
         valid = self.valid.reshape(-1)
@@ -166,6 +208,8 @@ class Samples:
         state = ", interrupted" if self.interrupted else ""
         if np.any(self.diverged):
             state += f", diverged={np.flatnonzero(self.diverged).tolist()}"
+        if self.convergence is not None:
+            state += ", converged" if self.convergence.ok else ", NOT converged"
         draws = self.num_draws if self.kept_draws else "not kept"
         return (
             f"Samples(kernel={self.kernel!r}, chains={self.num_chains}, "

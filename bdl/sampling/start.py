@@ -1,5 +1,7 @@
 """A run's start: every chain's position, kernel state, minibatch stream and key, and its first
-warm-up values, in one compiled program.
+warm-up values, in one compiled program, which also evaluates the full-data energy at every
+chain's start (:func:`bdl.compile.start_check.start_value_is_finite`): a start where it is not
+finite is refused before sampling, naming the rows of the data or the prior responsible.
 
 ``jax.random.key(seed)`` is split into four keys: the starting positions, the kernel states, the
 minibatch streams and the per-chain run keys. Every chain's start and keys come from the seed
@@ -13,7 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import numpy as np
 
+from bdl.compile.start_check import explain_start, start_value_is_finite
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.sampling.carry import Chains, healthy_status
@@ -23,7 +27,6 @@ from bdl.utils.owner_jit import owner_jit
 from bdl.utils.rng import initialisation_draws
 
 
-@owner_jit
 def start_chains(
     target: Target,
     kernel: Kernel,
@@ -35,7 +38,37 @@ def start_chains(
 ) -> tuple[Chains, jax.Array]:
     """The chains ``[start, stop)`` of a run of ``num_chains`` with key ``key``, and their run
     keys; with ``warmup``, each chain's first warm-up values (one chain at a time, as at every
-    adaptation point)."""
+    adaptation point). A ``ValueError`` naming the network's rows or the prior when the
+    full-data energy is not finite at a chain's start (checked in the same program)."""
+    out, chain_keys, finite = _start(target, kernel, warmup, key, num_chains, init, chains)
+    finite = np.asarray(jax.device_get(finite), bool).reshape(-1)
+    if not finite.all():
+        bad = [int(c) for c in np.flatnonzero(~finite)]
+        first = chains[0]
+        names = ", ".join(str(first + c) for c in bad[:10]) + (", …" if len(bad) > 10 else "")
+        position = kernel.position(jax.tree.map(lambda a: a[bad[0]], out.states))
+        where = "its starting position" if len(bad) == 1 else (
+            f"their starting positions; at chain {first + bad[0]}'s"
+        )
+        raise ValueError(
+            f"chain{'s' if len(bad) > 1 else ''} {names} cannot start: the energy U(θ) is not "
+            f"finite at {where}: {explain_start(target, position)}. Nothing was sampled: a "
+            "chain started there diverges at its first step."
+        )
+    return out, chain_keys
+
+
+@owner_jit
+def _start(
+    target: Target,
+    kernel: Kernel,
+    warmup: WarmUp | None,
+    key: jax.Array,
+    num_chains: int,
+    init: Any,
+    chains: tuple[int, int],
+) -> tuple[Chains, jax.Array, jax.Array]:
+    """:func:`start_chains`' program; also, per chain, whether U is finite at its start."""
     k_init, k_kernel, k_batch, k_run = jax.random.split(key, 4)
     with initialisation_draws():
         positions = target.init_positions(k_init, num_chains, init)
@@ -47,9 +80,12 @@ def start_chains(
     if (start, stop) != (0, num_chains):
         mine = jax.tree.map(lambda a: a[start:stop], mine)
     states, streams, chain_keys = mine
+    finite = jax.lax.map(
+        lambda state: start_value_is_finite(target, kernel.position(state)), states
+    )
     out = Chains(states, streams, healthy_status(stop - start))
     if warmup is None:
-        return out, chain_keys
+        return out, chain_keys, finite
     keys = jax.random.split(warmup_key(key, 0), num_chains)[start:stop]
 
     def one(args: tuple) -> tuple:
@@ -57,4 +93,4 @@ def start_chains(
         return warmup.init(target, state, k)
 
     states, adaptation = jax.lax.map(one, (states, keys))
-    return out._replace(states=states, warmup=adaptation), chain_keys
+    return out._replace(states=states, warmup=adaptation), chain_keys, finite

@@ -148,6 +148,11 @@ def _record(samples: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         "interrupted": bool(samples.interrupted),
         "kept_draws": bool(samples.kept_draws),
         "meta": samples.meta,
+        # the convergence verdict (bdl.diagnostics.convergence.Convergence.as_dict); None when
+        # unchecked. Files written before it existed lack the entry, and load with None.
+        "convergence": None
+        if getattr(samples, "convergence", None) is None
+        else samples.convergence.as_dict(),
         "trees": trees,
     }
     try:

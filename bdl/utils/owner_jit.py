@@ -49,6 +49,8 @@ class OwnerJit(Generic[P, R]):
                 args, kwargs = kept
                 return fn(*args, **kwargs, **{donate: donated})
 
+            # the program is logged and counted under the function's own name
+            split.__name__ = split.__qualname__ = getattr(fn, "__name__", "split")
             self._jitted = eqx.filter_jit(split, donate="all-except-first")
         self.max_released = max_released
         self._owners: WeakIdentityMap[None] = WeakIdentityMap(on_release=self._count_release)

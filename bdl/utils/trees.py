@@ -148,3 +148,13 @@ def parameter_names(
                 parts[0] = first[index[0]]
             names.append(f"{path}[{','.join(parts)}]")
     return names
+
+
+def coordinate_name(path: str, shape: tuple[int, ...], index: int) -> str:
+    """The name :func:`parameter_names` gives coordinate ``index`` (C order) of a leaf at
+    ``path`` shaped ``shape`` (without labels), for naming a few coordinates of a large tree
+    without naming them all: ``net/w[3,1]``, the bare path for a scalar leaf."""
+    if not shape:
+        return path or "theta"
+    parts = (str(int(i)) for i in np.unravel_index(index, shape))
+    return f"{path or 'theta'}[{','.join(parts)}]"

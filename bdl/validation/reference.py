@@ -23,9 +23,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.target import Target
 from bdl.diagnostics import ess_bulk, rank_rhat
+from bdl.sampling.monitored import (  # noqa: F401 (re-exported: the validation's names for them)
+    default_space,
+    evaluation_fields,
+    evaluation_inputs,
+    function_summaries,
+    parameter_summaries,
+)
 from bdl.utils.cache import cache_dir
 
 PyTree = Any
@@ -53,51 +59,6 @@ class Reference:
     @property
     def trusted(self) -> bool:
         return self.max_rhat < RHAT_MAX and self.min_ess >= ESS_MIN
-
-
-def default_space(target: Target) -> Space:
-    """Networks (Flax, Equinox modules) are compared in function space, the rest in parameters."""
-    if isinstance(target, CompiledModel) and target.adapter.flavour != "function":
-        return "function"
-    return "parameter"
-
-
-def evaluation_inputs(target: CompiledModel, num: int = 200) -> tuple[jax.Array, jax.Array]:
-    """The held-out inputs (first ``num`` test examples; training inputs if there is no test)."""
-    if target.x_test is not None:
-        return target.x_test[:num], target.y_test[:num]
-    return target.x_train[:num], target.y_train[:num]
-
-
-def evaluation_fields(target: CompiledModel, num: int = 200) -> dict[str, jax.Array]:
-    """The per-example data fields of :func:`evaluation_inputs`' examples (empty when the
-    likelihood reads none)."""
-    fields = target.fields_train if target.x_test is None else (target.fields_test or {})
-    return {k: v[:num] for k, v in fields.items()}
-
-
-def function_summaries(target: CompiledModel, positions: PyTree, num: int = 200) -> np.ndarray:
-    """Per-draw predictive means (probabilities for classifiers) and log-likelihoods on held-out
-    inputs, shape (chain, draw, k)."""
-    x, y = evaluation_inputs(target, num)
-    fields = evaluation_fields(target, num)
-
-    def one(position: PyTree) -> jax.Array:
-        net, lik = target.constrain(position)
-        out = target.adapter.apply(net, x)
-        mean = target.likelihood.mean(out, {**lik, **fields}).reshape(x.shape[0], -1)
-        ll = target.likelihood.log_prob(out, y, {**lik, **fields})
-        return jnp.concatenate([mean.reshape(-1), ll])
-
-    lead = jax.tree.leaves(positions)[0].shape[:2]
-    flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), positions)
-    values = jax.lax.map(one, flat)
-    return np.asarray(values).reshape(*lead, -1)
-
-
-def parameter_summaries(positions: PyTree) -> np.ndarray:
-    leaves = [np.asarray(a).reshape(*a.shape[:2], -1) for a in jax.tree.leaves(positions)]
-    return np.concatenate(leaves, axis=-1)
 
 
 def gate(monitored: np.ndarray) -> tuple[float, float]:

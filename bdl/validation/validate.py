@@ -15,10 +15,11 @@ import numpy as np
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
-from bdl.sampling import DivergenceWarning, Samples, sample
+from bdl.sampling import ConvergenceWarning, DivergenceWarning, Samples, sample
 from bdl.sampling.checks import check_run, check_start
 from bdl.utils.arguments import suggestion
 from bdl.validation.compare import Row, compare_functions, compare_parameters
+from bdl.validation.converged import convergence_rows
 from bdl.validation.reference import Reference, nuts_reference
 from bdl.validation.reference_draws import ReferenceSamples
 
@@ -87,7 +88,10 @@ def validate(
     Ctrl-C while the kernel runs raises ``KeyboardInterrupt``: a comparison of part of the run
     would judge a different run. Chains that diverged are left out of every comparison, and a
     row "diverged chains" fails the validation: a kernel that diverges on the model did not
-    sample it. The arguments are checked before NUTS runs, so that a bad one fails at once.
+    sample it. The kernel run's own convergence (``samples.convergence``: R̂, bulk and tail ESS,
+    stuck chains) comes next as gated rows; a run that fails it is not compared with NUTS, and
+    those rows fail the validation. The arguments are checked before NUTS runs, so that a bad
+    one fails at once.
     """
     _check(target, kernel, num_steps, burn_in, thin, num_chains, seed, init, nuts, progress)
     reference = _as_reference(reference, target)
@@ -99,6 +103,7 @@ def validate(
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "sampling interrupted", UserWarning)  # raised below
         warnings.filterwarnings("ignore", category=DivergenceWarning)  # a row of the report
+        warnings.filterwarnings("ignore", category=ConvergenceWarning)  # rows of the report
         samples = sample(
             target,
             kernel,
@@ -122,16 +127,24 @@ def validate(
         "= 0",
         healthy.size == samples.num_chains,
     )
+    converged = convergence_rows(samples.convergence)
     if healthy.size == 0:
         rows = [diverged]
+    elif any(r.passed is False for r in converged):  # no draws of anything yet: not compared
+        rows = [diverged, *converged]
     else:
         positions = jax.tree.map(lambda a: a[healthy], samples.positions)
         if reference.space == "function":
             assert isinstance(target, CompiledModel)
-            rows = [diverged, *compare_functions(target, positions, reference.positions)]
+            rows = [
+                diverged,
+                *converged,
+                *compare_functions(target, positions, reference.positions),
+            ]
         else:
             rows = [
                 diverged,
+                *converged,
                 *compare_parameters(
                     positions, reference.positions, seed=seed, labels=parameter_labels
                 ),

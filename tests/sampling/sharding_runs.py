@@ -90,7 +90,7 @@ def more_devices(out: Path) -> None:
     argv = ["sample", "linear_regression", "--kernel", "sgld", "--tuned", "--steps", "300"]
     argv += ["--burn-in", "100", "--devices", "4", "--data-devices", "2"]
     argv += ["--out", str(out / "cli.npz")]
-    assert main(argv) == 0
+    assert main(argv) in (0, 4)  # 4: the short run has not converged; its draws are saved
 
 
 def derivatives(compiled) -> dict[str, float]:

@@ -286,3 +286,85 @@ def test_a_collinear_regression_mixes_with_the_laplace_mass(name):
         [np.asarray(s.positions["net"]["b"])[..., None], np.asarray(s.positions["net"]["w"])], -1
     )
     assert_moments(draws, mean, cov, min_ess=400)
+
+
+def _raw_logistic(seed: int = 0) -> tuple[bdl.CompiledModel, np.ndarray, np.ndarray]:
+    """A logistic regression on features measured in thousandths, units and thousands (the
+    posterior's scales span 10⁶, its covariance's condition number about 10¹²), N(0, 10²)
+    priors: the shape of the raw breast cancer data."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    x = rng.normal(size=(n, 3)) * np.array([1e-3, 1.0, 1e3])
+    logits = x @ np.array([800.0, -1.0, 1e-3]) + 0.3
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-logits))).astype(np.int32)
+    model = bdl.Model(
+        network=lambda p, x: x @ p["w"] + p["b"],
+        params={"w": jnp.zeros(3), "b": jnp.zeros(())},
+        likelihood=bdl.Bernoulli(),
+        prior=bdl.Normal(10.0),
+    )
+    return bdl.compile(model, (x.astype(np.float32), y)), x, y
+
+
+def test_newton_finds_the_mode_of_an_ill_conditioned_logistic_regression():
+    from scipy.optimize import minimize
+
+    from bdl.sampling.warmup.laplace import newton_mode
+
+    compiled, x, y = _raw_logistic()
+    start = compiled.init_positions(jax.random.key(0), 1, "prior")
+    start = jax.tree.map(lambda a: a[0], start)
+    mode = newton_mode(compiled.energy, start, jnp.asarray(1.0))
+    assert bool(mode.converged)
+
+    design = np.column_stack([np.ones(len(x)), x])  # leaves: net/b, net/w
+
+    def energy(beta):  # float64, the same posterior
+        z = design @ beta
+        return np.sum(np.logaddexp(0, z) - y * z) + 0.5 * np.sum(beta**2) / 100.0
+
+    def gradient(beta):
+        return design.T @ (1 / (1 + np.exp(-design @ beta)) - y) + beta / 100.0
+
+    exact = minimize(energy, np.zeros(4), method="Newton-CG", jac=gradient, tol=1e-12).x
+    p = 1 / (1 + np.exp(-design @ exact))
+    hessian = design.T @ (design * (p * (1 - p))[:, None]) + np.eye(4) / 100.0
+    sd = np.sqrt(np.diag(np.linalg.inv(hessian)))
+    np.testing.assert_array_less(np.abs(np.asarray(mode.position) - exact) / sd, 0.05)
+
+
+def test_newton_does_not_follow_an_energy_to_a_degenerate_mode():
+    """A centred hierarchical normal's joint energy falls without bound as the group scale τ
+    goes to 0 with every group at the mean: Newton's result is not used."""
+    from bdl.sampling.warmup.laplace import newton_mode
+
+    y = jnp.asarray([2.0, -1.0, 0.5, 1.5])
+
+    def energy(p):
+        tau = jnp.exp(p["log_tau"])
+        groups = 0.5 * jnp.sum((p["theta"] - p["mu"]) ** 2) / tau**2 + 4 * p["log_tau"]
+        return groups + 0.5 * jnp.sum((y - p["theta"]) ** 2)
+
+    start = {"theta": y, "mu": jnp.zeros(()), "log_tau": jnp.zeros(())}
+    assert not bool(newton_mode(energy, start, jnp.asarray(1.0)).converged)
+
+
+@pytest.mark.parametrize("name", ["sgld", "sghmc"])
+def test_an_ill_conditioned_logistic_regression_starts_in_the_posterior(name):
+    """From prior draws (logits in the thousands, where the curvature vanishes along most
+    directions), the Laplace start puts every chain in the posterior before its first step:
+    no chain adapts a step far below the others' (one did, 3,000× below, on the raw breast
+    cancer data) and the chains agree (R̂ < 1.05 over 4 chains × 300 draws)."""
+    from bdl.diagnostics import rank_rhat
+
+    compiled, _, _ = _raw_logistic()
+    s = bdl.sample(
+        compiled, ADAPTED[name](), num_steps=4_000, burn_in=1_000, thin=10, num_chains=4,
+        seed=1, progress=False,
+    )  # fmt: skip
+    h = s.adapted["step_size"]
+    assert h.min() > h.max() / 10, h
+    draws = np.concatenate(
+        [np.asarray(s.positions["net"]["b"])[..., None], np.asarray(s.positions["net"]["w"])], -1
+    )
+    assert np.max(rank_rhat(draws)) < 1.05

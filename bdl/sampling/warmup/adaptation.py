@@ -25,6 +25,7 @@ from bdl.compile.target import Target
 from bdl.kernels.base import Info, Kernel
 from bdl.kernels.blocks import DenseMass, Elementwise, dense_mass
 from bdl.sampling.warmup import guard as guards
+from bdl.sampling.warmup.laplace import Mode, convex_at, laplace_draw, mode_mass, newton_mode
 from bdl.sampling.warmup.mass import (
     Welford,
     accumulate,
@@ -140,17 +141,18 @@ class WarmUp(eqx.Module):
         is_dense = dense(kernel, theta)
         k_batch, k_power = jax.random.split(key)
         grad_fn = _recipe_grad(target, kernel, k_batch)
+        temperature = target.temperature(jnp.zeros((), jnp.int32))
         mass = None
         if adapts_mass(kernel):
             if is_dense:
-                mass = hessian_mass(grad_fn, theta)
+                state, theta, mass = self._laplace_start(target, state, temperature, key)
+                inner = kernel.recipe_state(state)
             else:
                 mass = hessian_diagonal_mass(grad_fn, theta, jax.random.fold_in(key, 3))
             moving = mass
         else:
             moving = history_mass(kernel, inner, grad_fn(theta))
         curvature = largest_curvature(grad_fn, theta, moving, k_power)
-        temperature = target.temperature(jnp.zeros((), jnp.int32))
         floor = friction_floor(kernel, theta, temperature)
         second = momentum_kernel(kernel)
         params = params_at(curvature, mass, second, jnp.ones_like(curvature), floor)
@@ -158,6 +160,32 @@ class WarmUp(eqx.Module):
         noise = self._energy_noise(target, theta, jax.random.fold_in(key, 4))
         guard = guards.start_guard(state, noise)
         return state, AdaptationState(params, empty_stats(theta, is_dense), guard, curvature)
+
+    def _laplace_start(
+        self, target: Target, state: Any, temperature: jax.Array, key: jax.Array
+    ) -> tuple[Any, PyTree, DenseMass]:
+        """A dense model's start (:mod:`.laplace`): where the full-data energy is convex at the
+        chain's start and Newton's method converges from it, a draw of the Laplace
+        approximation at the mode, with M = H(θ̂); else the start itself, with M from the
+        minibatch Hessian there (:func:`hessian_mass`)."""
+        kernel = self.kernel
+        inner = kernel.recipe_state(state)
+        theta = inner.z["theta"]
+        energy = kernel.augment_energy(target.energy)
+        flat = ravel_pytree(theta)[0]
+        idle = Mode(flat, jnp.zeros((flat.size, flat.size), flat.dtype), jnp.asarray(False))
+        mode = jax.lax.cond(
+            convex_at(energy, theta),
+            lambda: newton_mode(energy, theta, temperature),
+            lambda: idle,
+        )
+        drawn = laplace_draw(mode, theta, temperature, jax.random.fold_in(key, 5))
+        theta = jax.tree.map(lambda new, old: jnp.where(mode.converged, new, old), drawn, theta)
+        state = kernel.with_recipe_state(state, inner._replace(z={**inner.z, "theta": theta}))
+        grad_fn = _recipe_grad(target, kernel, jax.random.split(key)[0])
+        start = hessian_mass(grad_fn, theta)
+        mass = DenseMass(jnp.where(mode.converged, mode_mass(mode).root, start.root))
+        return state, theta, mass
 
     # ------------------------------------------------------------------ step
     def hyper(self, adaptation: AdaptationState, temperature: jax.Array) -> tuple[Any, Any]:

@@ -1,0 +1,182 @@
+"""The quantities whose R̂ and ESS mean something: a model's coordinates, a network's predictions.
+
+* Identifiable models (:func:`default_space` says ``"parameter"``): the parameters themselves
+  (:func:`parameter_summaries`).
+* Networks (``"function"``): permuting hidden units maps a posterior mode onto another, so chains
+  in different modes disagree in every weight while agreeing on every prediction, and R̂ of the
+  weights says nothing. What is monitored instead is the predictive mean (class probabilities
+  for classifiers) and the log-likelihood on held-out inputs (:func:`function_summaries`).
+
+The same quantities serve the convergence check after every run
+(:mod:`bdl.sampling.convergence`, which takes a bounded number of them:
+:func:`parameter_quantities`, :func:`function_quantities`), the summary ``bdl sample`` prints
+(:mod:`bdl.validation.summary`) and the trust gate of the NUTS references
+(:mod:`bdl.validation.reference`, which re-exports the functions of this module).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bdl.compile.compiled_model import CompiledModel
+from bdl.compile.target import Target
+from bdl.utils.owner_jit import owner_jit
+from bdl.utils.trees import coordinate_name, leaf_paths
+
+PyTree = Any
+Space = Literal["parameter", "function"]
+
+#: coordinates of a leaf this small are always monitored (scales, intercepts, hyper-parameters)
+SMALL_LEAF = 8
+#: draws per call of the function-space program
+CHUNK = 64
+
+
+def default_space(target: Target) -> Space:
+    """Networks (Flax, Equinox modules) are compared in function space, the rest in parameters."""
+    if isinstance(target, CompiledModel) and target.adapter.flavour != "function":
+        return "function"
+    return "parameter"
+
+
+def evaluation_inputs(target: CompiledModel, num: int = 200) -> tuple[jax.Array, jax.Array]:
+    """The held-out inputs (first ``num`` test examples; training inputs if there is no labelled
+    test split)."""
+    if held_out(target):
+        return target.x_test[:num], target.y_test[:num]
+    return target.x_train[:num], target.y_train[:num]
+
+
+def held_out(target: CompiledModel) -> bool:
+    """Whether the model has a labelled test split (else the training inputs stand in)."""
+    return target.x_test is not None and target.y_test is not None
+
+
+def evaluation_fields(target: CompiledModel, num: int = 200) -> dict[str, jax.Array]:
+    """The per-example data fields of :func:`evaluation_inputs`' examples (empty when the
+    likelihood reads none)."""
+    fields = (target.fields_test or {}) if held_out(target) else target.fields_train
+    return {k: v[:num] for k, v in fields.items()}
+
+
+def function_summaries(target: CompiledModel, positions: PyTree, num: int = 200) -> np.ndarray:
+    """Per-draw predictive means (probabilities for classifiers) and log-likelihoods on held-out
+    inputs, shape (chain, draw, k): the means of the first ``num`` inputs (each input's outputs
+    together), then their log-likelihoods.
+
+    Computed :data:`CHUNK` draws per call of one compiled program (the last chunk padded), so
+    that a model compiles it once whatever the number of draws, and memory holds one chunk's
+    activations."""
+    lead = jax.tree.leaves(positions)[0].shape[:2]
+    count = int(np.prod(lead))
+    flat = jax.tree.map(lambda a: np.reshape(a, (count, *np.shape(a)[2:])), positions)
+    parts = []
+    for start in range(0, count, CHUNK):
+        chunk = jax.tree.map(lambda a, s=start: _padded(a[s : s + CHUNK], CHUNK), flat)
+        parts.append(np.asarray(_summaries(target, chunk, num)))
+    return np.concatenate(parts)[:count].reshape(*lead, -1)
+
+
+def _padded(a: np.ndarray, rows: int) -> np.ndarray:
+    """``a`` with its last row repeated up to ``rows`` rows."""
+    if a.shape[0] == rows:
+        return a
+    return np.concatenate([a, np.broadcast_to(a[-1:], (rows - a.shape[0], *a.shape[1:]))])
+
+
+def function_values(target: CompiledModel, flat: PyTree, num: int) -> jax.Array:
+    """:func:`function_summaries` of positions with one leading axis (sliced inside the program:
+    slicing the device's data outside it compiles a program per slice)."""
+    x, y = evaluation_inputs(target, num)
+    fields = evaluation_fields(target, num)
+
+    def one(position: PyTree) -> jax.Array:
+        net, lik = target.constrain(position)
+        out = target.adapter.apply(net, x)
+        mean = target.likelihood.mean(out, {**lik, **fields}).reshape(x.shape[0], -1)
+        ll = target.likelihood.log_prob(out, y, {**lik, **fields})
+        return jnp.concatenate([mean.reshape(-1), ll])
+
+    return jax.vmap(one)(flat)
+
+
+_summaries = owner_jit(function_values)
+
+
+def parameter_summaries(positions: PyTree) -> np.ndarray:
+    """Every coordinate of ``(chain, draw, ...)`` positions as columns, shape (chain, draw, d),
+    in the order of :func:`bdl.utils.trees.parameter_names`."""
+    leaves = [np.asarray(a).reshape(*a.shape[:2], -1) for a in jax.tree.leaves(positions)]
+    return np.concatenate(leaves, axis=-1)
+
+
+def parameter_quantities(positions: PyTree, budget: int) -> tuple[np.ndarray, list[str], int]:
+    """At most ``budget`` coordinates of ``(chain, draw, ...)`` positions: (values
+    ``(chain, draw, k)`` in float64, their names, the number of coordinates).
+
+    All of them when there are no more than ``budget``; otherwise every coordinate of the leaves
+    of at most :data:`SMALL_LEAF` entries (scales, intercepts, hyper-parameters: where a model's
+    trouble usually sits) and coordinates evenly spaced over the rest.
+    """
+    leaves = [np.asarray(a) for a in jax.tree.leaves(positions)]
+    paths = leaf_paths(positions)
+    shapes = [a.shape[2:] for a in leaves]
+    sizes = np.array([int(np.prod(s)) for s in shapes])
+    total = int(sizes.sum())
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    if total <= budget:
+        chosen = np.arange(total)
+    else:
+        small = np.concatenate(
+            [
+                np.arange(offsets[i], offsets[i + 1])
+                for i in range(len(leaves))
+                if sizes[i] <= SMALL_LEAF
+            ]
+            + [np.zeros(0, int)]
+        ).astype(int)
+        if small.size >= budget:
+            small = np.zeros(0, int)
+        rest = np.setdiff1d(np.arange(total), small)
+        spread = rest[np.linspace(0, rest.size - 1, budget - small.size).round().astype(int)]
+        chosen = np.union1d(small, spread)
+    which = np.searchsorted(offsets, chosen, side="right") - 1
+    columns, names = [], []
+    for i, index in zip(which, chosen, strict=True):
+        local = int(index - offsets[i])
+        a = leaves[i]
+        columns.append(a.reshape(*a.shape[:2], -1)[..., local])
+        names.append(coordinate_name(paths[i] or "theta", shapes[i], local))
+    return np.stack(columns, axis=-1).astype(np.float64), names, total
+
+
+def function_quantities(
+    target: CompiledModel, positions: PyTree, budget: int
+) -> tuple[np.ndarray, list[str], int]:
+    """The predictive means and log-likelihoods of :func:`function_summaries` on as many
+    held-out inputs as keep them within ``budget`` (at least one input): (values
+    ``(chain, draw, k)`` in float64, their names, the number there would be on every held-out
+    input)."""
+    available = int((target.x_test if held_out(target) else target.x_train).shape[0])
+    classifier = target.likelihood.task == "classification"
+    # the predictive means per input: a classifier's classes, else (as a rule) the targets'
+    # entries; read off the result below, the guess only sizes the budget (no extra trace)
+    guess = target.num_classes if classifier and target.num_classes else None
+    guess = guess or int(np.prod(target.y_train.shape[1:], dtype=int))
+    num = int(min(available, max(1, budget // (guess + 1))))
+    values = function_summaries(target, positions, num).astype(np.float64)
+    outputs = values.shape[-1] // num - 1  # per input: its predictive means and log-likelihood
+    where = "x_test" if held_out(target) else "x_train"
+    names = []
+    for i in range(num):
+        for j in range(outputs):
+            if classifier:
+                names.append(f"p(y={j} | {where}[{i}])")
+            else:
+                names.append(f"E[y | {where}[{i}]]" + (f"[{j}]" if outputs > 1 else ""))
+    names += [f"log p(y | {where}[{i}])" for i in range(num)]
+    return values, names, available * (outputs + 1)

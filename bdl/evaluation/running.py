@@ -44,7 +44,8 @@ class RunningBMA:
     """What ``bdl.sample(..., evaluate=RunningBMA(...))`` scores as the draws are produced.
 
     Args:
-        x, y: the inputs and targets to score on; default the compiled model's test split.
+        x: the inputs to score on; default the compiled model's test inputs.
+        y: the targets of ``x``; default the compiled model's test targets.
         batch_size: test inputs scored at once per chain (memory: ``batch_size`` forward passes
             per chain at a time).
         num_bins: equal-width confidence bins of the ECE (Guo et al. 2017; default 15).

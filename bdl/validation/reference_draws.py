@@ -145,9 +145,12 @@ def reference(
             model file).
         data: the data of a :class:`bdl.Model` (otherwise ``None``).
         temperature: a constant T > 0 to run at (default the model's).
-        num_chains, num_warmup, num_samples, seed, space, use_cache: as
-            :func:`bdl.validation.nuts_reference` (≥ 4 chains; cached on disk by model, data,
-            temperature and settings).
+        num_chains: chains to run, ≥ 4 (as :func:`bdl.validation.nuts_reference`).
+        num_warmup: NUTS warm-up steps per chain.
+        num_samples: draws kept per chain.
+        seed: the seed of the NUTS run.
+        space: where NUTS runs, as :func:`bdl.validation.nuts_reference` (default its choice).
+        use_cache: reuse the draws cached on disk by model, data, temperature and settings.
         require_trusted: raise :class:`bdl.validation.UntrustedReferenceError` (with what to
             change) when the gate fails; ``False`` returns the draws with ``trusted`` False.
 

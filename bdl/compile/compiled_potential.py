@@ -21,7 +21,14 @@ class CompiledPotential(Target):
     """U(θ) = −log π(θ); the "minibatch" of step t is a key for the injected gradient noise.
 
     ∇Ũ(θ) = ∇U(θ) + s·ε with ε ~ N(0, I) (Gong et al. 2019, Sec. 5.1 use s = 1), which is
-    unbiased; with s = 0 it is the exact gradient.
+    unbiased; with s = 0 it is the exact gradient. Made by :func:`bdl.compile` from a
+    :class:`bdl.Potential`.
+
+    Attributes:
+        n: 1 (a potential has no data).
+        name: the potential's name.
+        initial_position: the declared start (no chain axis).
+        potential: the declaration compiled.
     """
 
     initial_position: PyTree
@@ -64,7 +71,16 @@ class CompiledPotential(Target):
         return None if callable(t) else float(t)
 
     def init_positions(self, key: jax.Array, num_chains: int, init: Any = "auto") -> PyTree:
-        """``"auto"``: the declared ``init(key)`` per chain, or the fixed start for every chain."""
+        """``"auto"``: the declared ``init(key)`` per chain, or the fixed start for every chain.
+
+        Args:
+            key: a random key, split over the chains.
+            num_chains: the size of the chain axis.
+            init: ``"auto"`` or a position pytree (shared, or with a leading chain axis).
+
+        Returns:
+            The positions, each leaf with a leading axis of size ``num_chains``.
+        """
         keys = jax.random.split(key, num_chains)
         if isinstance(init, str):
             self.check_init(init, num_chains)

@@ -55,6 +55,35 @@ def compile(
 
     All checks (shapes, labels, NaN/inf, batch size, output shape vs likelihood) run here, before
     anything is compiled, and raise ``ValueError``/``TypeError`` naming the argument.
+
+    Returns:
+        A :class:`bdl.CompiledModel` for a model, a :class:`bdl.CompiledPotential` for a
+        potential: the energy U(θ), the minibatch energy and gradient at full-data scale,
+        predictions, NumPyro's ``potential_fn`` and the initial positions.
+
+    Raises:
+        ValueError: data missing, malformed or not finite, a batch size outside 1..n, targets
+            outside the likelihood's support, or a network output that does not fit the
+            likelihood.
+        TypeError: ``model`` is not a :class:`bdl.Model` or :class:`bdl.Potential`, or data of
+            the wrong kind.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> import bdl
+        >>> from bdl.data import linear_regression
+        >>> model = bdl.Model(
+        ...     network=lambda params, x: x @ params["w"],
+        ...     params={"w": jnp.zeros(2)},
+        ...     likelihood=bdl.Gaussian(scale=0.5),
+        ...     prior=bdl.Normal(1.0),
+        ... )
+        >>> data = linear_regression(n=50, dim=2, n_test=10)
+        >>> compiled = bdl.compile(model, data, batch_size=10)
+        >>> compiled.n, compiled.batch_size, compiled.dim
+        (50, 10, 2)
+        >>> bool(compiled.energy(compiled.initial_position) > 0)
+        True
     """
     seed = arguments.seed(seed, "compile(seed=...)")
     if isinstance(model, Potential):

@@ -21,6 +21,11 @@ class Target(eqx.Module):
 
     Array data are pytree leaves, so a function that receives the target through
     ``eqx.filter_jit`` traces them as arguments rather than baking them in as constants.
+
+    Attributes:
+        n: the number of training examples (the scale of the minibatch gradient).
+        name: the target's name, used in reports and caches.
+        initial_position: the declared start, a position pytree without a chain axis.
     """
 
     n: eqx.AbstractVar[int]
@@ -34,10 +39,24 @@ class Target(eqx.Module):
 
     @abc.abstractmethod
     def energy(self, position: PyTree) -> jax.Array:
-        """Full-data U(θ) = −Σ_i log p(y_i | x_i, θ) − log p(θ)."""
+        """Full-data U(θ) = −Σ_i log p(y_i | x_i, θ) − log p(θ).
+
+        Args:
+            position: a position pytree (no chain axis).
+
+        Returns:
+            The scalar energy U(θ).
+        """
 
     def energy_and_grad(self, position: PyTree) -> tuple[jax.Array, PyTree]:
-        """U(θ) and ∇U(θ)."""
+        """U(θ) and ∇U(θ).
+
+        Args:
+            position: a position pytree (no chain axis).
+
+        Returns:
+            ``(U(θ), ∇U(θ))``, the gradient with the position's structure.
+        """
         return jax.value_and_grad(self.energy)(position)
 
     @abc.abstractmethod
@@ -47,28 +66,77 @@ class Target(eqx.Module):
         """Unbiased minibatch estimates Ũ(θ) and ∇Ũ(θ) at full-data scale.
 
         The convention is in docs/design.md, *Energy*.
+
+        Args:
+            position: a position pytree (no chain axis).
+            batch: the minibatch of :meth:`next_batch`.
+
+        Returns:
+            ``(Ũ(θ), ∇Ũ(θ))``, the gradient with the position's structure.
         """
 
     @abc.abstractmethod
     def init_batches(self, key: jax.Array) -> Any:
-        """A fresh per-chain minibatch stream."""
+        """A fresh per-chain minibatch stream.
+
+        Args:
+            key: the chain's random key.
+
+        Returns:
+            The stream's state, advanced by :meth:`next_batch`.
+        """
 
     @abc.abstractmethod
     def next_batch(self, stream: Any, step: jax.Array) -> tuple[Batch, Any]:
-        """The minibatch for global step ``step`` and the advanced stream."""
+        """The minibatch for global step ``step`` and the advanced stream.
+
+        Args:
+            stream: the state :meth:`init_batches` made (or the last call returned).
+            step: the global step, counted from the run's start.
+
+        Returns:
+            ``(batch, stream)``: the minibatch :meth:`stochastic_energy_and_grad` takes and the
+            stream's next state.
+        """
 
     @abc.abstractmethod
     def temperature(self, step: jax.Array) -> jax.Array:
-        """T(t) at step t."""
+        """T(t) at step t.
+
+        Args:
+            step: the global step.
+
+        Returns:
+            The scalar temperature at that step.
+        """
 
     @abc.abstractmethod
     def init_positions(self, key: jax.Array, num_chains: int, init: Any = "auto") -> PyTree:
-        """Initial positions with a leading chain axis."""
+        """Initial positions with a leading chain axis.
+
+        Args:
+            key: a random key, split over the chains.
+            num_chains: the size of the chain axis.
+            init: a named start (``"auto"`` and the others of the target's ``INITS``) or a
+                position pytree (shared, or with a leading chain axis).
+
+        Returns:
+            The positions, each leaf with a leading axis of size ``num_chains``.
+        """
 
     def check_init(self, init: Any, num_chains: int | None) -> None:
         """Raise before anything is traced when :meth:`init_positions` could not start
         ``num_chains`` chains (``None``: any number) from ``init``: an unknown name, or a
-        position of another structure or shape, not numeric, or not finite."""
+        position of another structure or shape, not numeric, or not finite.
+
+        Args:
+            init: a named start or a position pytree, as :meth:`init_positions` takes it.
+            num_chains: the number of chains to start, or ``None`` for any.
+
+        Raises:
+            ValueError: ``init`` names no start, or its positions do not fit the target.
+            TypeError: ``init`` is neither a name nor a pytree of numbers.
+        """
         if isinstance(init, str):
             if init not in self.INITS:
                 names = ", ".join(repr(i) for i in self.INITS)
@@ -81,10 +149,24 @@ class Target(eqx.Module):
 
     @abc.abstractmethod
     def constant_temperature(self) -> float | None:
-        """T if it is constant, else ``None``."""
+        """T if it is constant, else ``None``.
+
+        Returns:
+            The constant temperature as a float, or ``None`` for a schedule.
+        """
 
     def potential_fn(self, temperature: float | None = None) -> Callable[[PyTree], jax.Array]:
-        """NumPyro ``potential_fn``: θ ↦ U(θ)/T at a constant T > 0 (the model's by default)."""
+        """NumPyro ``potential_fn``: θ ↦ U(θ)/T at a constant T > 0 (the model's by default).
+
+        Args:
+            temperature: the constant T > 0 to divide by (default the target's own).
+
+        Returns:
+            The function θ ↦ U(θ)/T, for ``numpyro.infer.NUTS(potential_fn=...)``.
+
+        Raises:
+            ValueError: T is not a constant > 0 (a schedule, or T = 0, and no ``temperature``).
+        """
         t = self.constant_temperature() if temperature is None else float(temperature)
         if t is None:
             raise ValueError(

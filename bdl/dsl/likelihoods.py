@@ -178,6 +178,16 @@ class Gaussian(Likelihood):
 
     A learned σ is sampled as log σ through NumPyro's positive transform, its log-Jacobian added
     to the prior.
+
+    Args:
+        scale: σ > 0, a float; the name of a data field holding σ_i per example; or ``None`` to
+            learn σ.
+        scale_prior: the prior of a learned σ, a NumPyro distribution on (0, ∞) (default
+            ``HalfNormal(1)``); only with ``scale=None``.
+
+    Raises:
+        ValueError: a scale that is not > 0, or a data field name that is not an identifier.
+        TypeError: a scale that is neither a number, a field name nor ``None``.
     """
 
     task = "regression"
@@ -217,7 +227,19 @@ class Gaussian(Likelihood):
 
 class StudentT(Likelihood):
     """y ~ StudentT(ν, f, σ), a heavy-tailed regression likelihood; σ fixed, known per example
-    (a data field name, as for :class:`Gaussian`) or learned."""
+    (a data field name, as for :class:`Gaussian`) or learned.
+
+    Args:
+        df: ν > 0, the degrees of freedom.
+        scale: σ > 0, a float; the name of a data field holding σ_i per example; or ``None`` to
+            learn σ.
+        scale_prior: the prior of a learned σ, a NumPyro distribution on (0, ∞); only with
+            ``scale=None``.
+
+    Raises:
+        ValueError: ``df`` or ``scale`` not > 0.
+        TypeError: a scale that is neither a number, a field name nor ``None``.
+    """
 
     task = "regression"
 

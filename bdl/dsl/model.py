@@ -54,6 +54,29 @@ class Model:
         effective_size: N, the number of examples the likelihood counts as (e.g. the size of
             the original data set when the training set holds n augmented copies); the
             likelihood term is scaled by N/n. ``None``: N = n.
+
+    Raises:
+        ValueError: an argument out of its range (a negative temperature, an unknown
+            ``tempering``), a plain-function network without ``params``, or a network with
+            batch normalisation (its output for one example depends on the others).
+        TypeError: an argument of the wrong kind (a likelihood that is not a
+            :class:`bdl.Likelihood`, a ``batched`` or ``name`` of the wrong type).
+
+    Examples:
+        Bayesian linear regression, y ~ N(xᵀw, 0.5²) with w ~ N(0, I), declared with a plain
+        function as its network (nothing is traced until :func:`bdl.compile`):
+
+        >>> import jax.numpy as jnp
+        >>> import bdl
+        >>> from bdl.data import linear_regression
+        >>> model = bdl.Model(
+        ...     network=lambda params, x: x @ params["w"],
+        ...     params={"w": jnp.zeros(2)},
+        ...     likelihood=bdl.Gaussian(scale=0.5),
+        ...     prior=bdl.Normal(1.0),
+        ... )
+        >>> model.temperature, model.tempering
+        (1.0, 'posterior')
     """
 
     network: Any

@@ -69,28 +69,74 @@ class Likelihood(abc.ABC):
 
     @abc.abstractmethod
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
-        """p(y | output, params) for a batch; ``output`` already matched to ``y``'s shape."""
+        """p(y | output, params) for a batch; ``output`` already matched to ``y``'s shape.
+
+        Args:
+            output: the network's output on a batch of inputs.
+            params: the likelihood's own parameters by name (constrained values, e.g. a learned
+                ``"scale"``) and the batch's data fields; empty when it has none.
+
+        Returns:
+            A NumPyro distribution whose batch shape is the targets'.
+        """
 
     @abc.abstractmethod
     def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
-        """Raise ``ValueError`` naming the argument when outputs/targets cannot fit together."""
+        """Raise ``ValueError`` naming the argument when outputs/targets cannot fit together.
+
+        Args:
+            output_shape: the shape of the network's output on the training inputs ``(n, ...)``.
+            y: the training targets.
+
+        Raises:
+            ValueError: the targets do not fit the likelihood (wrong shape, labels out of range,
+                values outside its support) or the output's shape does not match them.
+        """
 
     def matched_distribution(
         self, output: jax.Array, y: Any, params: dict[str, jax.Array] | None = None
     ) -> dist.Distribution:
         """The distribution :meth:`log_prob` scores ``y`` with: :meth:`distribution` of the
         output matched to ``y``'s shape (an output ``(n, 1)`` for targets ``(n,)`` loses its
-        last axis). The compiler reads its ``support`` to check the observed values."""
+        last axis). The compiler reads its ``support`` to check the observed values.
+
+        Args:
+            output: the network's output on a batch.
+            y: the batch's targets (only their shape is read).
+            params: the likelihood's own parameters and data fields, as :meth:`distribution`.
+
+        Returns:
+            The NumPyro distribution of the targets.
+        """
         return self.distribution(_match_output(output, y), params or {})
 
     def log_prob(
         self, output: jax.Array, y: jax.Array, params: dict[str, jax.Array] | None = None
     ) -> jax.Array:
-        """Per-example log-likelihood log p(y_i | f(x_i), φ), shape ``(batch,)``."""
+        """Per-example log-likelihood log p(y_i | f(x_i), φ), shape ``(batch,)``.
+
+        Args:
+            output: the network's output on a batch ``(batch, ...)``.
+            y: the batch's targets.
+            params: the likelihood's own parameters and the batch's data fields (as
+                :meth:`distribution`); ``None`` when it has none.
+
+        Returns:
+            log p(y_i | f(x_i), φ) for each example, summed over the event's axes.
+        """
         return _sum_event(self.matched_distribution(output, y, params).log_prob(y))
 
     def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
-        """Predictive mean E[y | f(x), φ] (class probabilities for classifiers)."""
+        """Predictive mean E[y | f(x), φ] (class probabilities for classifiers).
+
+        Args:
+            output: the network's output on a batch.
+            params: the likelihood's own parameters and data fields, as :meth:`distribution`.
+
+        Returns:
+            E[y | f(x), φ] for each example: class probabilities ``(batch, K)`` for a classifier,
+            the mean ``(batch, ...)`` for a regression.
+        """
         return self.distribution(output, params or {}).mean
 
     @classmethod
@@ -105,7 +151,29 @@ class Likelihood(abc.ABC):
         **fixed: Any,
     ) -> Likelihood:
         """Any NumPyro distribution as a likelihood (the network output feeds its first
-        parameter through ``link``); see :class:`bdl.dsl.numpyro_likelihood.FromNumPyro`."""
+        parameter through ``link``); see :class:`bdl.dsl.numpyro_likelihood.FromNumPyro`.
+
+        Args:
+            distribution: a NumPyro distribution class or constructor, e.g.
+                ``numpyro.distributions.NegativeBinomial2``.
+            link: maps the network output to the parameter it feeds (identity by default),
+                e.g. ``jnp.exp`` for a positive mean.
+            outputs: further parameters fed by further output columns, ``{name: link}``
+                (``None`` as link: identity); column 0 feeds the first parameter.
+            parameter: the parameter the network feeds, when it is not the first one.
+            task: ``"regression"`` or ``"classification"`` (default: classification for the
+                Categorical and Bernoulli families, regression otherwise).
+            **fixed: every other parameter: a number or array (fixed), a string (a data
+                field), or a NumPyro distribution (a learned parameter with that prior).
+
+        Returns:
+            The likelihood, for ``bdl.Model(likelihood=...)``.
+
+        Raises:
+            TypeError: a distribution with no parameter to feed, or an argument of the
+                wrong kind.
+            ValueError: a parameter the distribution does not have, or one given twice.
+        """
         return FromNumPyro(
             distribution, link, outputs=outputs, parameter=parameter, task=task, **fixed
         )

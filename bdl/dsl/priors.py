@@ -48,21 +48,50 @@ class Prior(abc.ABC):
 
     @abc.abstractmethod
     def resolve(self, info: LeafInfo) -> LeafPrior:
-        """The leaf prior that scores the parameter described by ``info``."""
+        """The leaf prior that scores the parameter described by ``info``.
+
+        Args:
+            info: the parameter's path, shape, fan-in and input axis.
+
+        Returns:
+            The elementwise prior of that parameter.
+        """
 
 
 class LeafPrior(Prior):
     """An elementwise prior on one parameter array."""
 
     def resolve(self, info: LeafInfo) -> LeafPrior:
+        """The leaf prior itself: a leaf prior scores every parameter it is given.
+
+        Args:
+            info: the parameter's path, shape, fan-in and input axis (unused).
+
+        Returns:
+            ``self``.
+        """
         return self
 
     @abc.abstractmethod
     def distribution(self, info: LeafInfo) -> dist.Distribution:
-        """The NumPyro distribution of each entry (broadcast against the leaf's shape)."""
+        """The NumPyro distribution of each entry (broadcast against the leaf's shape).
+
+        Args:
+            info: the parameter's path, shape, fan-in and input axis.
+
+        Returns:
+            A NumPyro distribution whose batch shape broadcasts against ``info.shape``.
+        """
 
     def transform(self, info: LeafInfo) -> Transform | None:
-        """Bijection from ℝ to the support, or ``None`` for real-valued parameters."""
+        """Bijection from ℝ to the support, or ``None`` for real-valued parameters.
+
+        Args:
+            info: the parameter's path, shape, fan-in and input axis.
+
+        Returns:
+            The NumPyro transform from the unconstrained space, or ``None``.
+        """
         t = biject_to(self.distribution(info).support)
         while isinstance(t, IndependentTransform):
             t = t.base_transform
@@ -71,18 +100,43 @@ class LeafPrior(Prior):
         )
 
     def log_prob(self, value: jax.Array, info: LeafInfo) -> jax.Array:
-        """Σ log p(value) over the leaf's entries (value in the constrained space)."""
+        """Σ log p(value) over the leaf's entries (value in the constrained space).
+
+        Args:
+            value: the parameter array, in the constrained space.
+            info: the parameter's path, shape, fan-in and input axis.
+
+        Returns:
+            The scalar log-density of the whole leaf.
+        """
         lp = self.distribution(info).log_prob(value)
         return jnp.sum(jnp.broadcast_to(lp, jnp.shape(value)))
 
     def sample(self, key: jax.Array, info: LeafInfo) -> jax.Array:
-        """A draw of the whole leaf (constrained space)."""
+        """A draw of the whole leaf (constrained space).
+
+        Args:
+            key: a JAX random key.
+            info: the parameter's path, shape, fan-in and input axis.
+
+        Returns:
+            An array of shape ``info.shape``.
+        """
         d = self.distribution(info)
         return d.expand(jnp.broadcast_shapes(d.batch_shape, info.shape)).sample(key)
 
 
 class Normal(LeafPrior):
-    """θ_i ~ N(loc, scale²) iid."""
+    """θ_i ~ N(loc, scale²) iid.
+
+    Args:
+        scale: the standard deviation, > 0.
+        loc: the mean.
+
+    Raises:
+        ValueError: ``scale`` is not > 0.
+        TypeError: ``scale`` or ``loc`` is not a number.
+    """
 
     def __init__(self, scale: float = 1.0, loc: float = 0.0):
         self.scale = arguments.number(scale, "Normal(scale=...)", above=0.0)
@@ -96,7 +150,16 @@ class Normal(LeafPrior):
 
 
 class Laplace(LeafPrior):
-    """θ_i ~ Laplace(loc, scale) iid (an L1 / sparsity-favouring prior)."""
+    """θ_i ~ Laplace(loc, scale) iid (an L1 / sparsity-favouring prior).
+
+    Args:
+        scale: the scale b > 0 (the density is ∝ exp(−|θ − loc|/b)).
+        loc: the location.
+
+    Raises:
+        ValueError: ``scale`` is not > 0.
+        TypeError: ``scale`` or ``loc`` is not a number.
+    """
 
     def __init__(self, scale: float = 1.0, loc: float = 0.0):
         self.scale = arguments.number(scale, "Laplace(scale=...)", above=0.0)
@@ -114,6 +177,14 @@ class HeNormal(LeafPrior):
 
     Vectors (biases) have no fan-in and get N(0, bias_scale²). With the default gain √2 this is
     the prior of Wenzel et al. (2020, App. N) for ReLU networks.
+
+    Args:
+        gain: the gain; a weight's standard deviation is ``gain / sqrt(fan_in)``.
+        bias_scale: the standard deviation of vectors (biases).
+
+    Raises:
+        ValueError: ``gain`` or ``bias_scale`` is not > 0.
+        TypeError: ``gain`` or ``bias_scale`` is not a number.
     """
 
     def __init__(self, gain: float = math.sqrt(2.0), bias_scale: float = 1.0):
@@ -136,6 +207,13 @@ class Distribution(LeafPrior):
 
     Distributions with a constrained support (``dist.HalfNormal``, ``dist.Gamma``…) are sampled
     in the unconstrained space with the log-Jacobian included.
+
+    Args:
+        distribution: a NumPyro distribution with scalar event shape.
+
+    Raises:
+        TypeError: ``distribution`` is not a NumPyro distribution.
+        ValueError: its event shape is not ``()`` (it is not elementwise).
     """
 
     def __init__(self, distribution: dist.Distribution):
@@ -177,6 +255,16 @@ class ByPath(Prior):
     ``ByPath({"bias": Normal(10.0), "kernel|weight": HeNormal()}, default=Normal(1.0))``: the first
     pattern that ``re.search``-matches the path ``"net/Dense_0/bias"`` wins; unmatched leaves get
     ``default`` (an error if there is none).
+
+    Args:
+        rules: patterns and their priors, a mapping or a sequence of ``(pattern, prior)`` pairs,
+            tried in order.
+        default: the prior of the leaves no pattern matches (``None``: such a leaf is an error).
+
+    Raises:
+        TypeError: ``rules`` is neither a mapping nor a list of pairs, or a prior is neither a bdl
+            prior nor a NumPyro distribution.
+        ValueError: a pattern that is not a valid regular expression.
     """
 
     def __init__(

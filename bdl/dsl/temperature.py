@@ -100,6 +100,14 @@ def linear_ramp(start: float, end: float, num_steps: int) -> Callable[[jax.Array
     """T(t) moving linearly from ``start`` to ``end`` over ``num_steps`` steps, then constant.
 
     Wenzel et al. (2020, Sec. 4) ramp the temperature up during the first epochs of sampling.
+
+    Args:
+        start: T at step 0.
+        end: T from step ``num_steps`` on.
+        num_steps: the length of the ramp, in steps.
+
+    Returns:
+        The schedule ``step -> T``, for ``Model(temperature=...)``.
     """
     check_temperature(start)
     check_temperature(end)

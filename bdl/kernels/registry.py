@@ -74,8 +74,31 @@ def get(name: str, **hyper: Any) -> Kernel:
     """Build the kernel registered as ``name`` with ``hyper`` merged over its defaults.
 
     A hyper-parameter of one parameterisation drops the defaults of the others (``learning_rate``
-    and ``momentum`` replace the default ``step_size`` and ``friction``). An unknown name or
-    hyper-parameter raises ``ValueError`` listing the valid ones.
+    and ``momentum`` replace the default ``step_size`` and ``friction``).
+
+    Args:
+        name: a registered kernel (:func:`names` lists them; ``bdl kernels`` describes them).
+        **hyper: the kernel's hyper-parameters, as its factory takes them (``step_size``,
+            ``friction``, ``learning_rate``, ``momentum``, ``base`` for a wrapper, …); those not
+            given are the registered defaults.
+
+    Returns:
+        The kernel, ready for :func:`bdl.sample`.
+
+    Raises:
+        ValueError: an unknown name or hyper-parameter (the message lists the valid ones), or
+            a hyper-parameter the factory rejects.
+
+    Examples:
+        >>> import bdl
+        >>> kernel = bdl.kernels.get("sghmc", learning_rate=0.01, momentum=0.9)
+        >>> kernel.name
+        'sghmc'
+        >>> bdl.kernels.get("cyclical", base="sgld", step_size=1e-3, cycle_length=50).name
+        'cyclical(sgld)'
+        >>> bdl.kernels.get("sgld", stepsize=1e-3)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: sgld: unknown hyper-parameter ...
     """
     entry = _entry(name)
     _check_names(name, entry.factory, hyper)

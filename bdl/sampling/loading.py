@@ -28,10 +28,39 @@ def load_samples(path: str | os.PathLike, *, like: PyTree | None = None) -> Samp
             positions and every tree saved with their structure (``extra`` such as the
             Entropy-MCMC guide, an adapted mass) get ``like``'s.
 
+    Returns:
+        The :class:`Samples` as they were saved: positions with their ``(chain, draw)`` axes,
+        the run's ``info``, ``extra``, ``meta``, convergence and evaluation.
+
     Raises:
         FileNotFoundError: no file at ``path``.
         SamplesFileError: (a ``ValueError``) the file is truncated or corrupt, not a bdl samples
             file, of a newer format than this bdl reads, or its suffix is not .npz or .nc.
+
+    Examples:
+        A run saved to ``.nc`` and read back, the draws bit for bit:
+
+        >>> import jax.numpy as jnp
+        >>> import bdl
+        >>> from bdl.data import linear_regression
+        >>> model = bdl.Model(
+        ...     network=lambda params, x: x @ params["w"],
+        ...     params={"w": jnp.zeros(2)},
+        ...     likelihood=bdl.Gaussian(scale=0.5),
+        ...     prior=bdl.Normal(1.0),
+        ... )
+        >>> data = linear_regression(n=50, dim=2, n_test=10)
+        >>> compiled = bdl.compile(model, data, batch_size=10)
+        >>> import tempfile, pathlib
+        >>> import numpy as np
+        >>> kernel = bdl.kernels.get("sghmc", step_size=0.01)
+        >>> samples = bdl.sample(compiled, kernel, num_steps=60, burn_in=20, num_chains=2)
+        >>> path = samples.save(pathlib.Path(tempfile.mkdtemp()) / "run.nc")
+        >>> loaded = bdl.load_samples(path)
+        >>> loaded.positions["net"]["w"].shape
+        (2, 40, 2)
+        >>> bool(np.array_equal(loaded.positions["net"]["w"], samples.positions["net"]["w"]))
+        True
     """
     file = Path(path)
     if stream.is_stream(file):

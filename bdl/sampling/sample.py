@@ -122,6 +122,40 @@ def sample(
         :class:`Samples` with ``(chain, draw)`` axes. Ctrl-C (or SIGTERM) stops the run within
         about a second and returns what was collected, with ``interrupted=True``; the
         checkpoint, if any, is written first.
+
+    Raises:
+        ValueError: an argument out of its range or inconsistent with the others (steps,
+            burn-in and thin; chains and devices; a ``resume`` whose checkpoint disagrees), or
+            a start where the energy is not finite.
+        TypeError: an argument of the wrong kind (a target that is not compiled, a kernel that
+            is not a kernel).
+
+    Warns:
+        ConvergenceWarning: the kept draws fail the convergence check (R̂, bulk and tail ESS,
+            stuck chains; ``samples.convergence`` has the details).
+        DivergenceWarning: a chain diverged (``samples.diverged``).
+
+    Examples:
+        Two chains of SGHMC on a tiny Bayesian linear regression (a run this short is far from
+        converged, and warns so):
+
+        >>> import jax.numpy as jnp
+        >>> import bdl
+        >>> from bdl.data import linear_regression
+        >>> model = bdl.Model(
+        ...     network=lambda params, x: x @ params["w"],
+        ...     params={"w": jnp.zeros(2)},
+        ...     likelihood=bdl.Gaussian(scale=0.5),
+        ...     prior=bdl.Normal(1.0),
+        ... )
+        >>> data = linear_regression(n=50, dim=2, n_test=10)
+        >>> compiled = bdl.compile(model, data, batch_size=10)
+        >>> kernel = bdl.kernels.get("sghmc", step_size=0.01)
+        >>> samples = bdl.sample(compiled, kernel, num_steps=60, burn_in=20, thin=2, num_chains=2)
+        >>> samples.positions["net"]["w"].shape  # (chains, draws, *leaf)
+        (2, 20, 2)
+        >>> compiled.predict(samples, compiled.x_test).shape  # the BMA's mean at 10 test inputs
+        (10,)
     """
     if not isinstance(target, Target):
         raise TypeError(

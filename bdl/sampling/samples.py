@@ -201,7 +201,41 @@ class Samples:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the draws and everything else held here to ``path`` (``.npz`` or ``.nc``),
-        atomically; read them back with :func:`bdl.load_samples`. Layout: docs/saving.md."""
+        atomically; read them back with :func:`bdl.load_samples`. Layout: docs/saving.md.
+
+        Args:
+            path: the file to write: its suffix, ``.npz`` (NumPy) or ``.nc`` (netCDF, which
+                ArviZ reads), picks the format; its folder must exist.
+
+        Returns:
+            The path written.
+
+        Raises:
+            ValueError: a suffix other than ``.npz`` or ``.nc``, a folder that does not exist
+                (or is a file), or two leaves of the positions that would share a name.
+            TypeError: ``path`` is neither a string nor a path.
+
+        Examples:
+            >>> import jax.numpy as jnp
+            >>> import bdl
+            >>> from bdl.data import linear_regression
+            >>> model = bdl.Model(
+            ...     network=lambda params, x: x @ params["w"],
+            ...     params={"w": jnp.zeros(2)},
+            ...     likelihood=bdl.Gaussian(scale=0.5),
+            ...     prior=bdl.Normal(1.0),
+            ... )
+            >>> data = linear_regression(n=50, dim=2, n_test=10)
+            >>> compiled = bdl.compile(model, data, batch_size=10)
+            >>> import tempfile, pathlib
+            >>> kernel = bdl.kernels.get("sghmc", step_size=0.01)
+            >>> samples = bdl.sample(compiled, kernel, num_steps=60, burn_in=20, num_chains=2)
+            >>> path = samples.save(pathlib.Path(tempfile.mkdtemp()) / "run.npz")
+            >>> path.name
+            'run.npz'
+            >>> bdl.load_samples(path)
+            Samples(kernel='sghmc', chains=2, draws=40, steps_done=60, NOT converged)
+        """
         return save_samples(self, path)
 
     def __repr__(self) -> str:

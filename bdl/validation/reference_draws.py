@@ -157,6 +157,27 @@ def reference(
     Returns:
         :class:`ReferenceSamples`: ``ref["net/w"]`` is ``(chains, draws, ...)``; ``ref.positions``
         are in the sampled space, like :func:`bdl.sample`'s.
+
+    Raises:
+        UntrustedReferenceError: the draws fail the trust gate (R̂ ≥ 1.01 or bulk ESS < 400)
+            and ``require_trusted``.
+        ValueError: fewer than 4 chains, or a model that cannot be read or compiled.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> import bdl
+        >>> from bdl.data import linear_regression
+        >>> model = bdl.Model(
+        ...     network=lambda params, x: x @ params["w"],
+        ...     params={"w": jnp.zeros(2)},
+        ...     likelihood=bdl.Gaussian(scale=0.5),
+        ...     prior=bdl.Normal(1.0),
+        ... )
+        >>> data = linear_regression(n=50, dim=2, n_test=10)
+        >>> compiled = bdl.compile(model, data, batch_size=10)
+        >>> ref = bdl.reference(compiled, num_warmup=200, num_samples=200)
+        >>> ref.trusted, ref["net/w"].shape  # (chains, draws, *leaf)
+        (True, (4, 200, 2))
     """
     target = _as_target(model, data)
     ref = nuts_reference(

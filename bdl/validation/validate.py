@@ -76,10 +76,18 @@ def validate(
     """Run NUTS (or reuse ``reference``) and ``kernel`` on ``target``, compare, plot.
 
     Args:
+        target: a compiled model or potential (``bdl.compile``).
+        kernel: the kernel to validate (``bdl.kernels.get(...)``).
+        num_steps: steps per chain of the kernel's run, burn-in included.
+        burn_in: steps discarded before the kernel's draws are kept.
+        thin: keep every ``thin``-th state after burn-in.
+        num_chains: the kernel's chains (its R̂ needs at least 2).
+        seed: the seed of the kernel's run.
         reference: NUTS draws of ``target`` to compare against instead of running NUTS: a
             :class:`bdl.validation.Reference`, or what :func:`bdl.reference` returns.
         nuts: keyword arguments for :func:`bdl.validation.nuts_reference` (num_warmup, …).
         plot: where to save the figure (``None``: no figure).
+        progress: print the kernel's progress line to stderr.
         init: the kernel's start (as :func:`bdl.sample`).
         parameter_labels: names along the first axis of some position leaves, by path (e.g.
             ``{"net/w": feature_names}``), for the table and the figure
@@ -92,6 +100,42 @@ def validate(
     stuck chains) comes next as gated rows; a run that fails it is not compared with NUTS, and
     those rows fail the validation. The arguments are checked before NUTS runs, so that a bad
     one fails at once.
+
+    Returns:
+        A :class:`bdl.validation.ValidationReport`: the comparison's rows (each with its value,
+        NUTS's, its threshold and whether it passed), ``passed``, the draws of both runs, the
+        plot's path and the seconds each part took; ``print(report)`` shows the table.
+
+    Raises:
+        ValueError: an argument out of its range (steps, burn-in, chains), or a reference of
+            another target.
+        UntrustedReferenceError: NUTS's own draws fail the trust gate (R̂ ≥ 1.01 or bulk ESS
+            < 400): lengthen NUTS with ``nuts={"num_warmup": ..., "num_samples": ...}``.
+        KeyboardInterrupt: Ctrl-C while the kernel runs.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> import bdl
+        >>> from bdl.data import linear_regression
+        >>> model = bdl.Model(
+        ...     network=lambda params, x: x @ params["w"],
+        ...     params={"w": jnp.zeros(2)},
+        ...     likelihood=bdl.Gaussian(scale=0.5),
+        ...     prior=bdl.Normal(1.0),
+        ... )
+        >>> data = linear_regression(n=50, dim=2, n_test=10)
+        >>> compiled = bdl.compile(model, data, batch_size=10)
+        >>> kernel = bdl.kernels.get("sghmc", step_size=0.01)
+        >>> report = bdl.validate(
+        ...     compiled, kernel, num_steps=400, burn_in=100,
+        ...     nuts={"num_warmup": 200, "num_samples": 200},
+        ... )
+        >>> report.kernel, report.rows[0].name
+        ('sghmc', 'diverged chains (left out)')
+        >>> print(report)  # doctest: +ELLIPSIS
+        linear_regression: sghmc vs NUTS (parameter space; NUTS max R̂ ...)
+        ...
+        verdict: ...
     """
     _check(target, kernel, num_steps, burn_in, thin, num_chains, seed, init, nuts, progress)
     reference = _as_reference(reference, target)

@@ -8,6 +8,10 @@ the class and of its Equinox parents (``eqx.field(default=..., kw_only=...)`` an
 ``default_factory=`` give the defaults and the keyword-only fields), unless the class or a parent
 of it defines one.
 
+**Inherited docstrings.** A method that overrides a documented one without a docstring of its
+own (``CompiledModel.energy`` of ``Target.energy``, a likelihood's ``distribution``) shows its
+parent's, as ``inspect.getdoc`` and ``help()`` do.
+
 **Sphinx roles.** bdl's docstrings name other objects with Sphinx roles (``:func:`sample```,
 ``:class:`~bdl.kernels.Recipe```), which Markdown shows as written: they become code spans
 (```sample```, ```Recipe```).
@@ -116,11 +120,37 @@ def _code_spans(text: str) -> str:
     return _ROLE.sub(span, text)
 
 
+def _inherit_docstrings(cls: Class) -> None:
+    parents = _lineage(cls)[:-1][::-1]  # nearest first
+    for name, member in cls.members.items():
+        if member.is_alias or not member.is_function or member.docstring is not None:
+            continue
+        for parent in parents:
+            found = parent.members.get(name)
+            if found is not None and not found.is_alias and found.docstring is not None:
+                member.docstring = griffe.Docstring(
+                    found.docstring.value, parent=member, lineno=found.docstring.lineno
+                )
+                break
+
+
 class BdlDocs(griffe.Extension):
-    """Equinox modules get the ``__init__`` their fields make; Sphinx roles become code spans."""
+    """Equinox modules get the ``__init__`` their fields make; methods without a docstring
+    inherit their parent's; Sphinx roles become code spans."""
 
     def on_package(self, *, pkg: Module, **kwargs: Any) -> None:
         self._visit(pkg, set())
+        self._inherit(pkg, set())
+
+    def _inherit(self, obj: Module | Class, seen: set[str]) -> None:
+        if obj.path in seen:
+            return
+        seen.add(obj.path)
+        for member in list(obj.members.values()):
+            if not member.is_alias and (member.is_module or member.is_class):
+                self._inherit(member, seen)  # type: ignore[arg-type]
+        if isinstance(obj, Class):
+            _inherit_docstrings(obj)
 
     def _visit(self, obj: Module | Class, seen: set[str]) -> None:
         if obj.path in seen:

@@ -128,8 +128,14 @@ def _inherit_docstrings(cls: Class) -> None:
         for parent in parents:
             found = parent.members.get(name)
             if found is not None and not found.is_alias and found.docstring is not None:
+                source = found.docstring
                 member.docstring = griffe.Docstring(
-                    found.docstring.value, parent=member, lineno=found.docstring.lineno
+                    source.value,
+                    lineno=source.lineno,
+                    endlineno=source.endlineno,
+                    parent=member,
+                    parser=source.parser,
+                    parser_options=source.parser_options,
                 )
                 break
 

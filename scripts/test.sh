@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# the documentation site's strict build and its browser test (tests/test_docs_site.py)
+.venv/bin/python -m pip install --quiet -e '.[docs]'
+bash scripts/install_chromium.sh
 if [ "$#" -eq 0 ]; then set -- -m "not slow"; fi
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest -n 2 "$@"

@@ -80,4 +80,5 @@ def test_entry_point_examples_run(tmp_path):
     report = result.stdout + result.stderr
     assert result.returncode == 0, report
     for name in ENTRY_POINTS:
-        assert re.search(rf"^{re.escape(name)}: [1-9]\d* examples, 0 failed \(", report, re.M), report
+        line = rf"^{re.escape(name)}: [1-9]\d* examples, 0 failed \("
+        assert re.search(line, report, re.M), report

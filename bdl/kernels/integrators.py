@@ -82,7 +82,7 @@ def advance(
 
 
 class EulerMaruyama(Integrator):
-    """z ← z + h·[−(D + Q)∇H + TΓ](z) + √(2ThD(z))·ξ, every group at once (affine in ξ: its
+    """z ← z + h·[−(D + Q)(z)∇H(z) + TΓ(z)] + √(2ThD(z))·ξ, every group at once (affine in ξ: its
     one-step covariance is 2hT·D(z) exactly)."""
 
     def move(

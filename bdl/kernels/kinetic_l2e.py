@@ -118,7 +118,8 @@ def kinetic_l2e(
         meta_params: ``{"f": ElementwiseMLP(1 → … → 1)}``, a path from
             :func:`save_meta_params`, or ``None`` for the package default.
         seed: random meta-parameters from this seed instead.
-        learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), C = (1 − β)√(n/ℓ) at bind.
+        learning_rate: ℓ, instead of ``step_size``: h = √(ℓ/n) at bind.
+        momentum: β, with ``learning_rate``: C = (1 − β)√(n/ℓ) at bind.
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(f_φ(θ), I)).
     """
     step, friction = step_and_friction("kinetic-l2e", step_size, friction, learning_rate, momentum)

@@ -322,7 +322,8 @@ def l2e(
         meta_params: ``{"net": ElementwiseMLP(9 → … → 2)}``, a path from
             :func:`save_meta_params`, or ``None`` for the package default.
         seed: random meta-parameters from this seed instead.
-        learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), C = (1 − β)√(n/ℓ) at bind.
+        learning_rate: ℓ, instead of ``step_size``: h = √(ℓ/n) at bind.
+        momentum: β, with ``learning_rate``: C = (1 − β)√(n/ℓ) at bind.
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(0, I)).
         form: how the heads become (α_φ, β_φ): ``"residual"`` (default; α = σ_g·head_α,
             β = r + σ_r·head_β, tanh network, zero heads = SGHMC) or ``"paper"`` (α = head_α,

@@ -238,7 +238,8 @@ def nnsghmc(
         alpha: α ≥ 0, the friction multiplying f_Q² (default 1; derived from (ℓ, β) when given).
         beta0: β₀, the offset of f_Q.
         c: c > 0, the constant friction.
-        learning_rate, momentum: (ℓ, β) → h = √(ℓ/n), α = (1 − β)√(n/ℓ) at bind.
+        learning_rate: ℓ, instead of ``step_size``: h = √(ℓ/n) at bind.
+        momentum: β, with ``learning_rate``: α = (1 − β)√(n/ℓ) at bind.
         input_stats: the statistics (m, s) of the input normalisation
             (:class:`~bdl.kernels.nnsghmc_inputs.InputStatistics` or a mapping of its six
             fields); ``None``: those stored with the meta-parameters (the file given as

@@ -166,8 +166,9 @@ def sghmc(
             With ``learning_rate`` it is derived, and without a step size it is adapted: then it
             must not be given.
         mass: constant diagonal mass M (a float or a θ-shaped pytree).
-        learning_rate, momentum: the (ℓ, β) parameterisation, resolved at bind with the
-            training-set size n of the target.
+        learning_rate: ℓ of the (ℓ, β) parameterisation, instead of ``step_size``: h = √(ℓ/n),
+            resolved at bind with the training-set size n of the target.
+        momentum: β of the (ℓ, β) parameterisation: γ = (1 − β)√(n/ℓ).
         init_momentum: ``"zero"`` (default; as SGD) or ``"sample"`` (r ~ N(0, M)).
         preconditioner: an adapted diagonal mass, e.g. ``layerwise()`` (then ``mass`` must
             stay 1).

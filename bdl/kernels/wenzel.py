@@ -181,7 +181,8 @@ def wenzel(
         init_momentum: ``"sample"`` (default; m ~ N(0, M) as Alg. 1) or ``"zero"`` (as SGD).
         collect_momentum: also collect ``"momentum"`` and ``"mass"`` with each draw (for the
             kinetic-temperature diagnostics).
-        step_size, friction: give (h₀, γ) directly instead, with ``learning_rate=None``.
+        step_size: h₀, given directly instead of ``learning_rate`` (then ``learning_rate=None``).
+        friction: γ, given with ``step_size``.
     """
     if step_size is None:  # the paper's defaults
         learning_rate = 0.1 if learning_rate is None else learning_rate

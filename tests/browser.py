@@ -101,19 +101,20 @@ def render(
     interact: Callable[[Any], None] | None = None,
     width: int = 1280,
     height: int = 900,
+    full_page: bool = True,
     timeout_s: float = 30.0,
 ) -> str:
     """Open a page in headless Chromium and return the text it shows.
 
     Args:
         url_or_path: an ``http://``, ``https://`` or ``file://`` URL, or the path of a local file.
-        screenshot_path: where the PNG screenshot of the whole page is written (its folder is
-            made if needed).
+        screenshot_path: where the PNG screenshot is written (its folder is made if needed).
         wait_for: a CSS selector that must be visible before the page counts as rendered.
         interact: called with the Playwright ``Page`` once it has loaded (to type into a field,
             click, wait for a result), before the screenshot and the text are taken.
         width: the viewport's width in pixels.
         height: the viewport's height in pixels.
+        full_page: screenshot the whole page (``False``: the viewport only, for a long page).
         timeout_s: how long loading, ``wait_for`` and each action of ``interact`` may take.
 
     Returns:
@@ -142,7 +143,7 @@ def render(
             page.wait_for_selector(wait_for, state="visible")
         if interact is not None:
             interact(page)
-        page.screenshot(path=str(shot), full_page=True)
+        page.screenshot(path=str(shot), full_page=full_page)
         text = page.evaluate("document.body.innerText")
     finally:
         context.close()  # each page starts with no cookies, storage or cache of another's

@@ -178,7 +178,9 @@ def test_site_renders_in_chromium(site, tmp_path):
 
     with serve(site) as url:
         index = render(url + "index.html", tmp_path / "index.png", wait_for=".md-content")
-        api = render(url + "api/bdl/", tmp_path / "api-bdl.png", wait_for=".md-content")
+        api = render(
+            url + "api/bdl/", tmp_path / "api-bdl.png", wait_for=".md-content", full_page=False
+        )
         found = render(url + "index.html", tmp_path / "search.png", interact=search)
     assert "bdl documentation" in index
     assert "A complete run" in index

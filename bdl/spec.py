@@ -49,8 +49,20 @@ class ModelSpec:
     parameter_labels: dict[str, Sequence[str]] | None = None
 
     def compile(self) -> Target:
+        """The model compiled on its data with its batch size (:func:`bdl.compile`).
+
+        Returns:
+            The compiled model or potential.
+        """
         return compile_model(self.model, self.data, batch_size=self.batch_size)
 
     def kernel_hyper(self, name: str) -> dict[str, Any]:
-        """Suggested hyper-parameters for kernel ``name`` (empty: the kernel's defaults)."""
+        """Suggested hyper-parameters for kernel ``name`` (empty: the kernel's defaults).
+
+        Args:
+            name: a registered kernel's name.
+
+        Returns:
+            A copy of the suggested hyper-parameters.
+        """
         return dict(self.kernels.get(name, {}))

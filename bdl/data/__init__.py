@@ -97,12 +97,23 @@ _REGISTRY: dict[str, Callable[..., Dataset]] = {
 
 
 def names() -> tuple[str, ...]:
-    """The dataset names accepted by :func:`load`, sorted."""
+    """The dataset names accepted by :func:`load`, sorted.
+
+    Returns:
+        The names, sorted.
+    """
     return tuple(sorted(_REGISTRY))
 
 
 def load(name: str, **kwargs: Any) -> Dataset:
     """Loads or generates the dataset called ``name``; ``kwargs`` go to its loader/generator.
+
+    Args:
+        name: one of :func:`names`.
+        **kwargs: the loader's or generator's arguments.
+
+    Returns:
+        The :class:`Dataset`.
 
     Raises:
         ValueError: ``name`` is not one of :func:`names`.

@@ -19,6 +19,17 @@ class Dataset:
     ``net/w[mean radius]`` instead of ``net/w[0]``. ``fields`` and ``fields_test`` hold further
     per-example arrays by name (example axis first), e.g. a known measurement error
     ``{"sigma": σ}`` that a likelihood reads (``bdl.Gaussian(scale="sigma")``).
+
+    Attributes:
+        name: the dataset's name.
+        x_train: the training inputs, example axis first.
+        y_train: the training targets.
+        x_test: the test inputs (``None`` without a test split).
+        y_test: the test targets (``None`` without a test split).
+        num_classes: K for classification, ``None`` for regression.
+        feature_names: the names of the columns of ``x`` (``None`` where the source has none).
+        fields: further per-example arrays of the training split, by name.
+        fields_test: the same arrays of the test split.
     """
 
     name: str

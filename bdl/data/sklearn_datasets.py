@@ -90,6 +90,14 @@ def breast_cancer(test_fraction: float = 0.2, seed: int = 0, standardize: bool =
 
     Stratified split; features standardised with training-split statistics, or left in their own
     units (``standardize=False``: from ≈ 10⁻³ to ≈ 4·10³, the unattended-sampling test case).
+
+    Args:
+        test_fraction: the fraction of the examples held out as the test split.
+        seed: the seed of the split.
+        standardize: standardise the features (``False``: their own units).
+
+    Returns:
+        A :class:`Dataset` with ``num_classes=2`` and the features' names.
     """
     from sklearn.datasets import load_breast_cancer
 
@@ -102,6 +110,13 @@ def iris(test_fraction: float = 0.2, seed: int = 0) -> Dataset:
     """Fisher's iris: 150 × 4 features, 3 classes (50 each).
 
     Stratified split; features standardised with training-split statistics.
+
+    Args:
+        test_fraction: the fraction of the examples held out as the test split.
+        seed: the seed of the split.
+
+    Returns:
+        A :class:`Dataset` with ``num_classes=3`` and the features' names.
     """
     from sklearn.datasets import load_iris
 
@@ -113,6 +128,14 @@ def digits(test_fraction: float = 0.2, seed: int = 0, flatten: bool = True) -> D
 
     Pixels are scaled to [0, 1] by x = p / 16 (not standardised). ``flatten=True`` gives
     ``(n, 64)``; ``flatten=False`` gives ``(n, 8, 8, 1)`` (NHWC, for CNNs). Stratified split.
+
+    Args:
+        test_fraction: the fraction of the examples held out as the test split.
+        seed: the seed of the split.
+        flatten: images as ``(n, 64)`` rather than ``(n, 8, 8, 1)``.
+
+    Returns:
+        A :class:`Dataset` with ``num_classes=10``.
     """
     table = np.loadtxt(bundled_path("digits.csv.gz"), delimiter=",")  # as load_digits reads it
     x = np.asarray(table[:, :-1], dtype=np.float32) / 16.0
@@ -130,6 +153,14 @@ def diabetes(test_fraction: float = 0.2, seed: int = 0, standardize_y: bool = Fa
     (disease progression after one year, range ≈ 25…346) is kept as is unless ``standardize_y``,
     in which case y' = (y − m_y) / s_y with training-split m_y, s_y. The split is random (not
     stratified: the target is continuous). Targets have shape ``(n,)``, ``num_classes=None``.
+
+    Args:
+        test_fraction: the fraction of the examples held out as the test split.
+        seed: the seed of the split.
+        standardize_y: standardise the target with training-split statistics.
+
+    Returns:
+        A regression :class:`Dataset` with the features' names.
     """
     from sklearn.datasets import load_diabetes
 

@@ -66,6 +66,15 @@ def regression_1d_gap(
     ``n_test`` points on ``GAP_TEST_RANGE`` = [−6, 6] (both clusters, the gap, and some
     extrapolation), with targets drawn from the same observation model; the noise-free truth is
     ``np.sin(x_test)``. Inputs have shape ``(n, 1)``, targets ``(n,)``, both ``float32``.
+
+    Args:
+        n: training examples.
+        noise_sd: the noise's standard deviation.
+        n_test: test inputs on the grid.
+        seed: the seed of the inputs and the noise.
+
+    Returns:
+        A regression :class:`Dataset`.
     """
     integer(n, "regression_1d_gap(n=...)", 2)
     integer(n_test, "regression_1d_gap(n_test=...)", 1)
@@ -96,13 +105,25 @@ MLP_PRIOR_BIAS_SD = 0.05
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MLPNetwork:
-    """The parameters of a ReLU MLP: ``weights[l]`` has shape ``(fan_in, fan_out)``."""
+    """The parameters of a ReLU MLP: ``weights[l]`` has shape ``(fan_in, fan_out)``.
+
+    Attributes:
+        weights: the weight matrices, ``(fan_in, fan_out)`` each, input layer first.
+        biases: the bias vectors, one per layer.
+    """
 
     weights: tuple[np.ndarray, ...]
     biases: tuple[np.ndarray, ...]
 
     def logits(self, x: np.ndarray) -> np.ndarray:
-        """f(x): ReLU after every layer but the last; computed in float64."""
+        """f(x): ReLU after every layer but the last; computed in float64.
+
+        Args:
+            x: inputs ``(n, input_dim)``.
+
+        Returns:
+            The logits ``(n, num_classes)``, float64.
+        """
         h = np.asarray(x, dtype=np.float64)
         last = len(self.weights) - 1
         for layer, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
@@ -112,7 +133,14 @@ class MLPNetwork:
         return h
 
     def probs(self, x: np.ndarray) -> np.ndarray:
-        """softmax(f(x)), row-wise."""
+        """softmax(f(x)), row-wise.
+
+        Args:
+            x: inputs ``(n, input_dim)``.
+
+        Returns:
+            The class probabilities ``(n, num_classes)``, float64.
+        """
         z = self.logits(x)
         z = z - z.max(axis=-1, keepdims=True)
         e = np.exp(z)
@@ -126,6 +154,16 @@ def mlp_prior_network(
 
     ``depth`` hidden ReLU layers of ``width`` units, then a linear output layer of
     ``num_classes`` logits. Weights W ~ N(0, 2/fan_in) (He-normal), biases b ~ N(0, 0.05²).
+
+    Args:
+        depth: hidden layers.
+        width: units per hidden layer.
+        num_classes: output logits.
+        input_dim: input dimension.
+        seed: the seed, as given to :func:`mlp_prior_data`.
+
+    Returns:
+        The network's parameters, an :class:`MLPNetwork`.
     """
     for name, value, low in (
         ("depth", depth, 1),
@@ -164,6 +202,18 @@ def mlp_prior_data(
     whether the cold-posterior effect is caused by prior misspecification. Inputs are
     ``float32``, labels ``int32``. Retrieve f with
     ``mlp_prior_network(depth, width, num_classes, input_dim, seed)``.
+
+    Args:
+        depth: hidden layers of the generating network.
+        width: units per hidden layer.
+        num_classes: classes (output logits).
+        input_dim: input dimension.
+        n_train: training examples.
+        n_test: test examples.
+        seed: the seed of the network and the data.
+
+    Returns:
+        A :class:`Dataset` with ``num_classes`` classes.
     """
     integer(n_train, "mlp_prior_data(n_train=...)", 1)
     integer(n_test, "mlp_prior_data(n_test=...)", 1)
@@ -192,6 +242,14 @@ def linear_regression_weights(dim: int = 5, prior_sd: float = 1.0, seed: int = 0
     """The true weights of :func:`linear_regression` for the same ``dim``, ``prior_sd``, ``seed``.
 
     w ~ N(0, prior_sd² I_dim), i.e. a draw from the conjugate prior (float64, shape ``(dim,)``).
+
+    Args:
+        dim: the number of weights.
+        prior_sd: the prior's standard deviation.
+        seed: the seed, as given to :func:`linear_regression`.
+
+    Returns:
+        The weights, float64, shape ``(dim,)``.
     """
     integer(dim, "linear_regression(dim=...)", 1)
     number(prior_sd, "linear_regression(prior_sd=...)", above=0.0)
@@ -217,6 +275,17 @@ def linear_regression(
     The true weights are :func:`linear_regression_weights` ``(dim, prior_sd, seed)``; the exact
     posterior is :func:`linear_regression_posterior`. Inputs ``(n, dim)``, targets ``(n,)``, both
     ``float32``.
+
+    Args:
+        n: training examples.
+        dim: input dimension (the number of weights).
+        noise_sd: the noise's standard deviation.
+        seed: the seed of the weights and the data.
+        prior_sd: the prior's standard deviation, from which the true weights are drawn.
+        n_test: test examples.
+
+    Returns:
+        A regression :class:`Dataset` named ``"linear_regression"``.
     """
     integer(n, "linear_regression(n=...)", 1)
     integer(n_test, "linear_regression(n_test=...)", 1)
@@ -260,6 +329,18 @@ def linear_regression_posterior(
         Σ = (I / prior_sd² + (c/T) XᵀX / noise_sd²)⁻¹,   μ = Σ (c/T) Xᵀy / noise_sd².
 
     Returns ``(mu, sigma)`` in float64.
+
+    Args:
+        x: the training inputs ``(n, dim)``.
+        y: the training targets ``(n,)``.
+        noise_sd: the noise's standard deviation.
+        prior_sd: the prior's standard deviation.
+        temperature: T > 0.
+        tempering: ``"posterior"`` or ``"likelihood"``, as ``bdl.Model(tempering=...)``.
+        effective_size: N, the number of examples the likelihood counts as (``None``: n).
+
+    Returns:
+        ``(mu, sigma)``: the posterior mean ``(dim,)`` and covariance ``(dim, dim)``, float64.
     """
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)

@@ -62,6 +62,12 @@ def two_mode_log_density(theta: ArrayLike) -> jax.Array:
 
     Computed as logsumexp_k [log w_k − log(2π σ_k²) − ‖θ − μ_k‖² / (2σ_k²)], which is stable
     far from both modes. ``theta`` has shape ``(..., 2)``.
+
+    Args:
+        theta: points ``(..., 2)``.
+
+    Returns:
+        log p(θ) at each point, shape ``(...)``.
     """
     theta = jnp.asarray(theta)
     dtype = jnp.result_type(theta.dtype, jnp.float32)
@@ -87,13 +93,29 @@ def gaussian_log_density(theta: ArrayLike, mean: ArrayLike, cov: ArrayLike) -> j
     """log N(θ; μ, Σ) = −½ [d log 2π + log det Σ + (θ − μ)ᵀ Σ⁻¹ (θ − μ)], via Cholesky Σ = LLᵀ.
 
     ``theta`` has shape ``(..., d)``, ``mean`` ``(d,)``, ``cov`` ``(d, d)`` (positive definite).
+
+    Args:
+        theta: points ``(..., d)``.
+        mean: μ, ``(d,)``.
+        cov: Σ, ``(d, d)``, positive definite.
+
+    Returns:
+        log N(θ; μ, Σ) at each point, shape ``(...)``.
     """
     mean = jnp.asarray(mean)
     return _log_density_chol(jnp.asarray(theta), mean, jnp.linalg.cholesky(jnp.asarray(cov)))
 
 
 def gaussian_log_density_fn(mean: ArrayLike, cov: ArrayLike) -> Callable[[ArrayLike], jax.Array]:
-    """``θ ↦ gaussian_log_density(θ, mean, cov)`` with the Cholesky factor computed once."""
+    """``θ ↦ gaussian_log_density(θ, mean, cov)`` with the Cholesky factor computed once.
+
+    Args:
+        mean: μ, ``(d,)``.
+        cov: Σ, ``(d, d)``, positive definite.
+
+    Returns:
+        The function θ ↦ log N(θ; μ, Σ), for ``bdl.Potential(log_density=...)``.
+    """
     mean = jnp.asarray(mean)
     chol = jnp.linalg.cholesky(jnp.asarray(cov))
 
@@ -117,6 +139,14 @@ def diagonal_gaussian(
     μ ~ N(0, I_d); Σ = diag(σ₁², …, σ_d²) with log σ_i² ~ U(log a, log b),
     (a, b) = ``variance_range``. Default dim 10: the training target of Gong et al. (2019),
     Sec. 5.1 (see the module docstring).
+
+    Args:
+        dim: the dimension d.
+        seed: the seed of μ and the variances.
+        variance_range: (a, b), the range of the variances.
+
+    Returns:
+        ``(mean, cov)``, of shapes ``(d,)`` and ``(d, d)``.
     """
     integer(dim, "diagonal_gaussian(dim=...)", 1)
     integer(seed, "seed", 0)
@@ -135,6 +165,14 @@ def correlated_gaussian(
     normal matrix, signs fixed by diag R > 0) and log λ_i ~ U(log a, log b),
     (a, b) = ``eigenvalue_range``, so the condition number is at most b/a. Default dim 20: the
     test target of Gong et al. (2019), Sec. 5.1 (see the module docstring).
+
+    Args:
+        dim: the dimension d.
+        seed: the seed of μ, Q and λ.
+        eigenvalue_range: (a, b), the range of Σ's eigenvalues.
+
+    Returns:
+        ``(mean, cov)``, of shapes ``(d,)`` and ``(d, d)``.
     """
     integer(dim, "correlated_gaussian(dim=...)", 1)
     integer(seed, "seed", 0)

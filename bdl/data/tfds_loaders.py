@@ -107,6 +107,12 @@ def channel_statistics(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ``images`` has shape ``(n, height, width, channels)``. The moments are computed exactly from a
     256-bin histogram per channel (no float copy of the data): m_c = Σ_v h_c(v) v/255 / N and
     s_c² = Σ_v h_c(v) (v/255 − m_c)² / N with N the pixel count per channel.
+
+    Args:
+        images: ``uint8`` images ``(n, height, width, channels)``.
+
+    Returns:
+        ``(mean, std)``, each of shape ``(channels,)``.
     """
     if images.dtype != np.uint8 or images.ndim != 4:
         raise ValueError(f"expected uint8 images (n, h, w, c), got {images.dtype} {images.shape}")
@@ -284,6 +290,15 @@ def mnist(**kwargs: Unpack[TfdsOptions]) -> Dataset:
     """MNIST handwritten digits (LeCun et al. 1998): 60k/10k 28×28×1 images, 10 classes.
 
     Keyword arguments are forwarded to :func:`load_tfds`.
+
+    Args:
+        **kwargs: ``data_dir``, ``flatten``, ``dtype``, ``normalize``, as :func:`load_tfds`.
+
+    Returns:
+        A :class:`Dataset` with ``num_classes=10``.
+
+    Raises:
+        DatasetNotPreparedError: the dataset is not prepared in the TFDS data directory.
     """
     return load_tfds("mnist", **kwargs)
 
@@ -292,6 +307,15 @@ def fashion_mnist(**kwargs: Unpack[TfdsOptions]) -> Dataset:
     """Fashion-MNIST (Xiao et al. 2017): 60k/10k 28×28×1 images of clothing, 10 classes.
 
     Keyword arguments are forwarded to :func:`load_tfds`.
+
+    Args:
+        **kwargs: ``data_dir``, ``flatten``, ``dtype``, ``normalize``, as :func:`load_tfds`.
+
+    Returns:
+        A :class:`Dataset` with ``num_classes=10``.
+
+    Raises:
+        DatasetNotPreparedError: the dataset is not prepared in the TFDS data directory.
     """
     return load_tfds("fashion_mnist", **kwargs)
 
@@ -300,6 +324,15 @@ def cifar10(**kwargs: Unpack[TfdsOptions]) -> Dataset:
     """CIFAR-10 (Krizhevsky 2009): 50k/10k 32×32×3 natural images, 10 classes.
 
     Keyword arguments are forwarded to :func:`load_tfds`.
+
+    Args:
+        **kwargs: ``data_dir``, ``flatten``, ``dtype``, ``normalize``, as :func:`load_tfds`.
+
+    Returns:
+        A :class:`Dataset` with ``num_classes=10``.
+
+    Raises:
+        DatasetNotPreparedError: the dataset is not prepared in the TFDS data directory.
     """
     return load_tfds("cifar10", **kwargs)
 
@@ -308,5 +341,14 @@ def cifar100(**kwargs: Unpack[TfdsOptions]) -> Dataset:
     """CIFAR-100 (Krizhevsky 2009): 50k/10k 32×32×3 natural images, 100 fine classes.
 
     Keyword arguments are forwarded to :func:`load_tfds`.
+
+    Args:
+        **kwargs: ``data_dir``, ``flatten``, ``dtype``, ``normalize``, as :func:`load_tfds`.
+
+    Returns:
+        A :class:`Dataset` with ``num_classes=100``.
+
+    Raises:
+        DatasetNotPreparedError: the dataset is not prepared in the TFDS data directory.
     """
     return load_tfds("cifar100", **kwargs)

@@ -27,15 +27,32 @@ class ChunkPolicy(abc.ABC):
 
     @abc.abstractmethod
     def budget(self) -> int:
-        """The most steps the next call may run (≥ 1)."""
+        """The most steps the next call may run (≥ 1).
+
+        Returns:
+            The number of steps.
+        """
 
     def record(self, steps: int, seconds: float, compiled: bool = False) -> None:  # noqa: B027
         """A call of ``steps`` steps took ``seconds``; ``compiled``: it traced or compiled a
-        program (so its time is mostly compilation's). Default: nothing to learn."""
+        program (so its time is mostly compilation's). Default: nothing to learn.
+
+        Args:
+            steps: the steps the call ran.
+            seconds: its wall-clock time.
+            compiled: whether it traced or compiled a program.
+        """
 
 
 class FixedChunks(ChunkPolicy):
-    """``steps`` steps per call (fewer where a phase or a draw ends)."""
+    """``steps`` steps per call (fewer where a phase or a draw ends).
+
+    Args:
+        steps: the steps per call, ≥ 1.
+
+    Raises:
+        ValueError: ``steps`` is not an integer ≥ 1.
+    """
 
     def __init__(self, steps: int) -> None:
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
@@ -59,6 +76,10 @@ class TimedChunks(ChunkPolicy):
     to a few steps). A call shorter than a quarter of the target may only raise the size: its
     fixed costs make its per-step time an overestimate, and on a fast accelerator every call of
     a short run is short, so without this rule each run would start again at ``first`` steps.
+
+    Args:
+        target_seconds: the wall-clock time a call aims at.
+        first: the steps of the first call.
     """
 
     def __init__(self, target_seconds: float = 0.5, first: int = 16) -> None:
@@ -83,7 +104,11 @@ class TimedChunks(ChunkPolicy):
             self.reached = self.steps
 
     def restart(self) -> TimedChunks:
-        """This policy for a new run: it starts at the size the last run reached."""
+        """This policy for a new run: it starts at the size the last run reached.
+
+        Returns:
+            A new policy with this one's settings and current size.
+        """
         self.steps = self.reached or self.first
         return self
 

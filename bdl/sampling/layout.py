@@ -57,6 +57,12 @@ def make_mesh(
         chains: devices along the chain axis (default: all of ``devices`` not on the data axis).
         data: devices each minibatch is split across (default 1: no split).
         devices: the devices to use (default: this process's, ``jax.local_devices()``).
+
+    Returns:
+        The ``jax.sharding.Mesh`` with axes ``("chain", "data")``.
+
+    Raises:
+        ValueError: ``chains × data`` is not the number of devices given.
     """
     devices = list(jax.local_devices() if devices is None else devices)
     data = _count(data, "data")

@@ -34,6 +34,18 @@ def merge_samples(parts: Sequence[Samples | str | os.PathLike], *, target: Any =
     parameter space; a network's, checked on its predictions, needs ``target`` (the compiled
     model), without which the merged ``convergence`` is ``None`` (as it is for parts that carry
     no verdict, unless ``target`` is given).
+
+    Args:
+        parts: the parts, :class:`Samples` or paths of saved ones.
+        target: the compiled model the run sampled, to check a network's convergence.
+
+    Returns:
+        The run's :class:`Samples`, chains in order.
+
+    Raises:
+        ValueError: no part, parts of different runs, or chain blocks that overlap or leave a
+            gap.
+        TypeError: a part that is neither a :class:`Samples` nor a path.
     """
     if isinstance(parts, Samples | str | os.PathLike) or not isinstance(parts, Sequence):
         raise TypeError(

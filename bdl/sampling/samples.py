@@ -104,7 +104,11 @@ class Samples:
         return np.flatnonzero(~np.asarray(self.diverged))
 
     def divergence_report(self) -> str:
-        """One line naming the diverged chains and their steps ('' when none diverged)."""
+        """One line naming the diverged chains and their steps ('' when none diverged).
+
+        Returns:
+            The line, or ``''``.
+        """
         bad = np.flatnonzero(self.diverged)
         if bad.size == 0:
             return ""
@@ -129,6 +133,18 @@ class Samples:
         options, when every chain diverged (the draws left are those of chains that were
         failing, possibly already far out). The predictive reads a ``Samples`` through this
         method, so it warns the same way.
+
+        Args:
+            what: ``"position"`` (the draws), or the name of an ``extra`` entry (e.g.
+                ``"guide"``, Entropy-MCMC's θ_a).
+            healthy: keep only the chains that never diverged.
+            frozen: keep every draw, those taken after a divergence included.
+
+        Returns:
+            The pytree with one leading axis of samples.
+
+        Raises:
+            KeyError: ``what`` is neither ``"position"`` nor an entry of ``extra``.
         """
         tree = self.positions if what == "position" else self.extra[what]
         if healthy:
@@ -170,6 +186,12 @@ class Samples:
         ``extra`` leaf by the entry's name and its keys (``guide.net.Dense_0.kernel``); keys are
         escaped as :mod:`bdl.sampling.names` says, so names never hold ``/``. A position that is a
         bare array is named ``position``.
+
+        Returns:
+            The names, in the order of the leaves.
+
+        Raises:
+            ValueError: two leaves would get the same name.
         """
         return {name: path for name, path, _ in self._posterior()}
 
@@ -191,7 +213,11 @@ class Samples:
     def to_arviz(self) -> Any:
         """An ArviZ ``InferenceData``: the posterior group has one variable per leaf, named as
         :meth:`posterior_names` says (NetCDF-safe: ``to_netcdf`` accepts it), and sample_stats
-        holds ``info`` and ``diverging`` (draws taken after their chain diverged)."""
+        holds ``info`` and ``diverging`` (draws taken after their chain diverged).
+
+        Returns:
+            The ``arviz.InferenceData``.
+        """
         import arviz as az
 
         posterior = {name: np.asarray(leaf) for name, _, leaf in self._posterior()}

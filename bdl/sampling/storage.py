@@ -63,6 +63,17 @@ def check_output_path(path: str | os.PathLike) -> Path:
     Checked before any work (``bdl sample --out`` calls it before compiling the model): the
     suffix is ``.npz`` or ``.nc``, the parent directory exists and is writable, and ``path`` is
     not a directory.
+
+    Args:
+        path: where the draws are to be written.
+
+    Returns:
+        The path as a :class:`~pathlib.Path`.
+
+    Raises:
+        ValueError: a suffix other than ``.npz`` or ``.nc``, a parent that does not exist, is a
+            file or is not writable, or a path that is a directory.
+        TypeError: ``path`` is neither a string nor a path.
     """
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a str or a path; got {type(path).__name__}.")

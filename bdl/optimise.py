@@ -34,7 +34,18 @@ def minimise_many(
     """:func:`minimise` from each of ``positions`` (leading axis: members) with its own key:
     a deep ensemble. Members run under ``vmap``, except for a convolutional model on the CPU,
     where they run in turn (``lax.map``): XLA:CPU runs the grouped convolutions of the ``vmap``
-    form several times slower (:mod:`bdl.utils.convolutions`)."""
+    form several times slower (:mod:`bdl.utils.convolutions`).
+
+    Args:
+        compiled: the compiled model (or potential) whose mean minibatch loss Ũ/n is minimised.
+        optimizer: an Optax optimiser.
+        positions: the members' starts, with a leading member axis.
+        keys: one key per member.
+        num_steps: the optimiser's steps per member.
+
+    Returns:
+        The members' positions after ``num_steps`` steps, with the leading member axis.
+    """
 
     def one(position: PyTree, key: jax.Array) -> PyTree:
         return minimise(compiled, optimizer, position, key, num_steps)

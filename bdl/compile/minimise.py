@@ -35,6 +35,20 @@ def minimise(
 
     The arguments are checked first (structure and shapes only, so that it still traces under
     ``jit`` and ``vmap``): ``TypeError``/``ValueError`` naming the argument.
+
+    Args:
+        compiled: the compiled model (or potential) whose mean minibatch loss Ũ/n is minimised.
+        optimizer: an Optax optimiser.
+        position: the start, a position pytree (no chain axis).
+        key: the key of the minibatch order.
+        num_steps: the optimiser's steps.
+
+    Returns:
+        The position after ``num_steps`` steps.
+
+    Raises:
+        TypeError: an argument of the wrong kind.
+        ValueError: a position of another structure or shape, or ``num_steps`` < 0.
     """
     check_arguments(compiled, optimizer, position, key, num_steps)
     n = compiled.n

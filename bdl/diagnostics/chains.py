@@ -74,32 +74,81 @@ def effective_sample_size(x: Any, *, split: bool = False) -> np.ndarray:
 
 
 def ess_bulk(x: Any) -> np.ndarray:
-    """Bulk ESS: the ESS of split, rank-normalised draws (``arviz.ess(method="bulk")``)."""
+    """Bulk ESS: the ESS of split, rank-normalised draws (``arviz.ess(method="bulk")``).
+
+    Args:
+        x: draws ``(chains, draws)`` or ``(chains, draws, ...)`` (one value per quantity after the
+            two leading axes).
+
+    Returns:
+        The bulk ESS of each quantity.
+    """
     return _per_event("ess", x, method="bulk")
 
 
 def ess_tail(x: Any, prob: float | tuple[float, float] | None = None) -> np.ndarray:
     """Tail ESS: the smaller of the quantile ESS at ``prob`` (default (0.05, 0.95); a float p
-    means (p, 1 − p)), ``arviz.ess(method="tail")``."""
+    means (p, 1 − p)), ``arviz.ess(method="tail")``.
+
+    Args:
+        x: draws ``(chains, draws)`` or ``(chains, draws, ...)`` (one value per quantity after the
+            two leading axes).
+        prob: the quantiles' levels, a pair or a float p for (p, 1 − p).
+
+    Returns:
+        The tail ESS of each quantity.
+    """
     return _per_event("ess", x, method="tail", prob=prob)
 
 
 def split_rhat(x: Any) -> np.ndarray:
-    """Split R̂ (Gelman et al. 2013), ``arviz.rhat(method="split")``."""
+    """Split R̂ (Gelman et al. 2013), ``arviz.rhat(method="split")``.
+
+    Args:
+        x: draws ``(chains, draws)`` or ``(chains, draws, ...)`` (one value per quantity after the
+            two leading axes).
+
+    Returns:
+        R̂ of each quantity.
+    """
     return _per_event("rhat", x, method="split")
 
 
 def bulk_rhat(x: Any) -> np.ndarray:
-    """Split R̂ of rank-normalised draws, ``arviz.rhat(method="z_scale")``: location shifts."""
+    """Split R̂ of rank-normalised draws, ``arviz.rhat(method="z_scale")``: location shifts.
+
+    Args:
+        x: draws ``(chains, draws)`` or ``(chains, draws, ...)`` (one value per quantity after the
+            two leading axes).
+
+    Returns:
+        R̂ of each quantity.
+    """
     return _per_event("rhat", x, method="z_scale")
 
 
 def tail_rhat(x: Any) -> np.ndarray:
     """Split R̂ of rank-normalised folded draws |x − median x|, ``arviz.rhat(method="folded")``:
-    differences in scale, which the bulk R̂ misses."""
+    differences in scale, which the bulk R̂ misses.
+
+    Args:
+        x: draws ``(chains, draws)`` or ``(chains, draws, ...)`` (one value per quantity after the
+            two leading axes).
+
+    Returns:
+        R̂ of each quantity.
+    """
     return _per_event("rhat", x, method="folded")
 
 
 def rank_rhat(x: Any) -> np.ndarray:
-    """max(bulk R̂, tail R̂), the R̂ of Vehtari et al. (2021), ``arviz.rhat(method="rank")``."""
+    """max(bulk R̂, tail R̂), the R̂ of Vehtari et al. (2021), ``arviz.rhat(method="rank")``.
+
+    Args:
+        x: draws ``(chains, draws)`` or ``(chains, draws, ...)`` (one value per quantity after the
+            two leading axes).
+
+    Returns:
+        R̂ of each quantity.
+    """
     return _per_event("rhat", x, method="rank")

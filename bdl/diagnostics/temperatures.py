@@ -99,7 +99,15 @@ def _group_indices(tree: PyTree, groups: Groups) -> dict[str, list[int]]:
 
 
 def parameter_groups(tree: PyTree, groups: Groups = None) -> dict[str, list[str]]:
-    """The leaf paths of every group: one group per leaf, or per ``{name: regex}`` pattern."""
+    """The leaf paths of every group: one group per leaf, or per ``{name: regex}`` pattern.
+
+    Args:
+        tree: a position pytree.
+        groups: ``None`` (one group per leaf) or ``{name: regex}`` on the leaf paths.
+
+    Returns:
+        The leaf paths of each group, by name.
+    """
     paths = _paths(tree)
     return {name: [paths[i] for i in idx] for name, idx in _group_indices(tree, groups).items()}
 
@@ -112,7 +120,16 @@ def _param_size(leaf: Any, batch_ndim: int) -> int:
 
 
 def group_sizes(tree: PyTree, groups: Groups = None, batch_ndim: int = 0) -> dict[str, int]:
-    """d per group: the number of parameter entries (axes after the ``batch_ndim`` leading ones)."""
+    """d per group: the number of parameter entries (axes after the ``batch_ndim`` leading ones).
+
+    Args:
+        tree: a position pytree (or a batch of them).
+        groups: ``None`` (one group per leaf) or ``{name: regex}`` on the leaf paths.
+        batch_ndim: leading batch axes of the leaves, not counted.
+
+    Returns:
+        The number of entries of each group, by name.
+    """
     leaves = jax.tree.leaves(tree)
     sizes = [_param_size(x, batch_ndim) for x in leaves]
     return {name: sum(sizes[i] for i in idx) for name, idx in _group_indices(tree, groups).items()}
@@ -219,6 +236,13 @@ def kinetic_temperature_from_energy(
     shaped ``(chains, draws)``) with d = :func:`bdl.utils.trees.tree_size` of θ: the global
     kinetic temperature of every draw, to compare with ``kinetic_temperature_band(d, T)``.
     Meaningless for first-order kernels (SGLD), which have no momentum.
+
+    Args:
+        kinetic_energy: K, of any shape (e.g. ``(chains, draws)``).
+        num_params: d, the number of parameters.
+
+    Returns:
+        T̂_K, shaped like ``kinetic_energy``.
     """
     return 2.0 * jnp.asarray(kinetic_energy) / num_params
 
@@ -343,6 +367,16 @@ def temperature_report(
     Give ``momentum`` (and ``mass``) for the kinetic part, ``position`` and ``grad`` for the
     configurational part, or all. Values are host NumPy arrays shaped like the batch. Averages
     in the printed table are over batch entries.
+
+    Args:
+        momentum: the momenta r (a pytree like the position).
+        mass: the mass M, a scalar or a pytree like the position.
+        position: the positions θ.
+        grad: ∇U(θ) at ``position``.
+        temperature: T, the target's temperature.
+        groups: ``None`` (one group per leaf) or ``{name: regex}`` on the leaf paths.
+        batch_ndim: leading batch axes of the leaves (chains, draws).
+        level: the probability of each kinetic temperature's band.
 
     Returns:
         A :class:`TemperatureReport`; ``report.fraction_inside`` is the share of kinetic

@@ -39,6 +39,16 @@ def test_metrics(compiled: CompiledModel, positions: Any) -> dict[str, float]:
 
     Classification: accuracy of the averaged class probabilities and the mean negative log of the
     BMA predictive. Regression: RMSE of the predictive mean and the BMA NLL.
+
+    Args:
+        compiled: the compiled model, with a test split.
+        positions: draws with one leading sample axis (e.g. ``samples.flat()``).
+
+    Returns:
+        ``{"accuracy", "nll"}`` for a classifier, ``{"rmse", "nll"}`` for a regression.
+
+    Raises:
+        ValueError: the model has no test split.
     """
     if compiled.x_test is None:
         raise ValueError(f"{compiled.name} has no test split to evaluate on.")

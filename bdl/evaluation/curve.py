@@ -43,7 +43,11 @@ class BMAEvaluation:
     num_test: int
 
     def as_dict(self) -> dict[str, Any]:
-        """The arrays and numbers held here (what ``Samples.save`` writes)."""
+        """The arrays and numbers held here (what ``Samples.save`` writes).
+
+        Returns:
+            The fields by name, as arrays and numbers.
+        """
         return {
             "metrics": {k: np.asarray(v, np.float64) for k, v in self.metrics.items()},
             "draws": self.draws,
@@ -55,7 +59,14 @@ class BMAEvaluation:
 
     @classmethod
     def from_dict(cls, tree: dict[str, Any]) -> BMAEvaluation:
-        """The inverse of :meth:`as_dict` (metrics in the order the running BMA gives them)."""
+        """The inverse of :meth:`as_dict` (metrics in the order the running BMA gives them).
+
+        Args:
+            tree: what :meth:`as_dict` returned (or a file's copy of it).
+
+        Returns:
+            The evaluation.
+        """
         order = list(REGRESSION_METRICS if "rmse" in tree["metrics"] else CLASSIFICATION_METRICS)
         names = sorted(tree["metrics"], key=lambda k: order.index(k) if k in order else len(order))
         return cls(
@@ -69,9 +80,17 @@ class BMAEvaluation:
 
     def plot(self, metrics: Sequence[str] | None = None, ax: Any = None, label: str | None = None):
         """Each metric of the BMA against the draws per chain, one panel per metric (Kim et al.
-        2024, Fig. 1). ``metrics`` default: accuracy and NLL (RMSE and NLL for a regressor);
-        ``ax``: an Axes or a sequence of them, one per metric, to draw into (another run's
-        curve on the same axes compares samplers). Returns the axes. Needs matplotlib."""
+        2024, Fig. 1). Needs matplotlib.
+
+        Args:
+            metrics: the metrics to plot (default accuracy and NLL; RMSE and NLL for a regressor).
+            ax: an Axes or a sequence of them, one per metric, to draw into (another run's curve on
+                the same axes compares samplers).
+            label: the curve's label in the legend.
+
+        Returns:
+            The axes drawn into.
+        """
         try:
             import matplotlib.pyplot as plt
         except ImportError:

@@ -69,7 +69,19 @@ class RunningBMA:
 
     def bind(self, target: Any, num_chains: int) -> Accumulator:
         """The accumulator of this evaluation on ``target`` for ``num_chains`` chains; checked
-        before anything is compiled."""
+        before anything is compiled.
+
+        Args:
+            target: the compiled model the run samples.
+            num_chains: the run's chains.
+
+        Returns:
+            The accumulator the sampling loop updates with every draw.
+
+        Raises:
+            TypeError: ``target`` is not a compiled model (a potential has no predictions).
+            ValueError: no test data, or test data that do not fit the model.
+        """
         from bdl.compile.compiled_model import CompiledModel
 
         if not isinstance(target, CompiledModel):

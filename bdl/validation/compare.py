@@ -47,7 +47,16 @@ class Row:
 
     ``threshold`` is the bound this comparison was judged by (with the Monte Carlo allowance of
     these two runs); ``rule`` how it is formed, the same for every run (empty where the
-    threshold is a constant)."""
+    threshold is a constant).
+
+    Attributes:
+        name: the quantity compared.
+        value: the kernel's value.
+        reference: NUTS's (or the exact) value, ``None`` where there is none.
+        threshold: the bound it was judged by, as printed.
+        passed: whether it held; ``None`` for a row reported but not gated.
+        rule: how the threshold is formed.
+    """
 
     name: str
     value: float
@@ -61,6 +70,11 @@ class Row:
             object.__setattr__(self, "passed", bool(self.passed))
 
     def format(self) -> str:
+        """The row as one line of the printed table.
+
+        Returns:
+            The line.
+        """
         ref = "" if self.reference is None else f"{self.reference:.4g}"
         verdict = {True: "ok", False: "FAIL", None: ""}[self.passed]
         return f"{self.name:<34}{self.value:>12.4g}{ref:>12}  {self.threshold:<16}{verdict}"
@@ -97,7 +111,18 @@ def compare_parameters(
     """The parameter-space rows for ``(chain, draw, ...)`` draws against NUTS's. The parameter
     with the largest standardised mean error is named by
     :func:`bdl.utils.trees.parameter_names` (``labels``: its feature names by path); the
-    energy distance uses at most ``energy_draws`` draws per side, chosen at random."""
+    energy distance uses at most ``energy_draws`` draws per side, chosen at random.
+
+    Args:
+        draws: the kernel's draws, ``(chain, draw, ...)`` per leaf.
+        reference: NUTS's draws, with the same structure.
+        seed: the seed of the energy distance's subsample.
+        labels: feature names along the first axis of some leaves, by path.
+        energy_draws: the most draws per side in the energy distance.
+
+    Returns:
+        The rows of the comparison.
+    """
     x = parameter_summaries(draws).astype(np.float64)
     r = parameter_summaries(reference).astype(np.float64)
     k, ref = mc.mean_and_errors(x), mc.mean_and_errors(r)
@@ -213,6 +238,16 @@ def compare_closed_form(
     sd/√Σ_ii, the z-score (m − μ)/MCSE (the exact side has no Monte Carlo error) and the energy
     distance to 4,000 exact draws, all in units of the exact sd. Used for the conjugate
     regression, where it checks the kernel and the NUTS reference alike.
+
+    Args:
+        draws: the kernel's draws ``(chain, draw, d)``.
+        mean: the exact posterior mean ``(d,)``.
+        cov: the exact posterior covariance ``(d, d)``.
+        seed: the seed of the exact draws and the subsample of the energy distance.
+        energy_draws: the most draws per side in the energy distance.
+
+    Returns:
+        The rows of the comparison.
     """
     x = np.asarray(draws, np.float64)
     mean = np.asarray(mean, np.float64)
@@ -251,6 +286,18 @@ def _by_chain(values: jax.Array, positions: PyTree) -> np.ndarray:
 
 
 def compare_functions(target: CompiledModel, draws: PyTree, reference: PyTree) -> list[Row]:
+    """The function-space rows: the kernel's predictive against NUTS's on the model's evaluation
+    inputs (class probabilities for a classifier, predictive means and variances for a
+    regression), with thresholds that allow for both runs' Monte Carlo error.
+
+    Args:
+        target: the compiled model both were drawn from.
+        draws: the kernel's draws, ``(chain, draw, ...)`` per leaf.
+        reference: NUTS's draws, ``(chain, draw, ...)`` per leaf.
+
+    Returns:
+        The rows of the comparison.
+    """
     _, y = evaluation_inputs(target, 500)
     if target.likelihood.task == "classification":
         p = _by_chain(predictive_per_sample(target, draws), draws)

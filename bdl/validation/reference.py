@@ -47,7 +47,16 @@ class UntrustedReferenceError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Reference:
-    """NUTS draws (chain, draw, ...) with their diagnostics."""
+    """NUTS draws (chain, draw, ...) with their diagnostics.
+
+    Attributes:
+        positions: the draws, ``(chain, draw, ...)`` per leaf, in the sampled space.
+        space: where they were judged, ``"parameter"`` or ``"function"``.
+        monitored: the quantities the trust gate was applied to, ``(chain, draw, k)``.
+        max_rhat: the largest R̂ of the monitored quantities.
+        min_ess: their smallest bulk ESS.
+        settings: the NUTS run's settings (chains, warm-up, draws, seed, space).
+    """
 
     positions: PyTree
     space: Space
@@ -97,8 +106,26 @@ def nuts_reference(
 ) -> Reference:
     """Run (or load) NUTS on ``target.potential_fn(temperature)`` in float64.
 
-    Raises :class:`UntrustedReferenceError` (with what to change) when R̂ ≥ 1.01 or bulk
-    ESS < 400 and ``require_trusted``.
+    Args:
+        target: a compiled model or potential.
+        temperature: a constant T > 0 to run at (default the target's).
+        num_chains: chains, ≥ 4 (vectorised).
+        num_warmup: warm-up steps per chain.
+        num_samples: draws kept per chain.
+        seed: the seed of the starts and of NUTS.
+        space: where the trust gate is applied, ``"parameter"`` or ``"function"`` (default: the
+            function space for a network, the parameter space otherwise).
+        use_cache: load the draws from bdl's cache directory when a run with the same target,
+            temperature and settings is there (and write them there otherwise).
+        require_trusted: raise when the gate fails.
+
+    Returns:
+        The :class:`Reference`: the draws with their R̂ and ESS.
+
+    Raises:
+        UntrustedReferenceError: (with what to change) R̂ ≥ 1.01 or bulk ESS < 400, and
+            ``require_trusted``.
+        ValueError: fewer than 4 chains.
     """
     from numpyro.infer import MCMC, NUTS
 

@@ -26,7 +26,18 @@ from bdl.validation.reference_draws import ReferenceSamples
 
 @dataclasses.dataclass
 class ValidationReport:
-    """The comparison table, the verdict and where the plot went."""
+    """The comparison table, the verdict and where the plot went.
+
+    Attributes:
+        model: the model's name.
+        kernel: the kernel's name.
+        space: ``"parameter"`` or ``"function"``, where the draws were compared.
+        rows: the comparison's rows, in the order of the table.
+        reference: the NUTS draws compared against.
+        samples: the kernel's draws.
+        plot: where the figure was saved (``None``: none).
+        seconds: the wall-clock time of each part (NUTS, the kernel, the comparison).
+    """
 
     model: str
     kernel: str
@@ -42,6 +53,11 @@ class ValidationReport:
         return all(r.passed is not False for r in self.rows)
 
     def table(self) -> str:
+        """The comparison as a table: NUTS's diagnostics, one line per row, the verdict.
+
+        Returns:
+            The table, as ``print(report)`` shows it.
+        """
         head = f"{'quantity':<34}{'kernel':>12}{'NUTS':>12}  {'threshold':<16}"
         lines = [
             f"{self.model}: {self.kernel} vs NUTS ({self.space} space; NUTS max R̂ "

@@ -28,7 +28,14 @@ class Augmentation:
         raise NotImplementedError
 
     def check(self, shape: tuple[int, ...]) -> None:
-        """Raise ``ValueError`` if examples of ``shape`` cannot be augmented."""
+        """Raise ``ValueError`` if examples of ``shape`` cannot be augmented.
+
+        Args:
+            shape: the shape of one example.
+
+        Raises:
+            ValueError: examples of that shape cannot be augmented (e.g. a crop of a vector).
+        """
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +69,18 @@ class Chain(Augmentation):
 
 
 def as_augmentation(value: Any, name: str = "augment") -> Augmentation | None:
-    """``None``, an :class:`Augmentation`, or a function ``(key, x) -> x`` wrapped as one."""
+    """``None``, an :class:`Augmentation`, or a function ``(key, x) -> x`` wrapped as one.
+
+    Args:
+        value: ``None``, an :class:`Augmentation` or a function ``(key, x) -> x``.
+        name: the argument's name in the error message.
+
+    Returns:
+        ``None`` or the augmentation.
+
+    Raises:
+        TypeError: ``value`` is none of these.
+    """
     if value is None or isinstance(value, Augmentation):
         return value
     if callable(value):
@@ -74,7 +92,18 @@ def as_augmentation(value: Any, name: str = "augment") -> Augmentation | None:
 
 
 def chain(*augmentations: Augmentation | Callable[[jax.Array, jax.Array], jax.Array]) -> Chain:
-    """Compose augmentations: ``chain(random_crop(4), horizontal_flip())`` crops, then flips."""
+    """Compose augmentations: ``chain(random_crop(4), horizontal_flip())`` crops, then flips.
+
+    Args:
+        *augmentations: augmentations or functions ``(key, x) -> x``, applied in order.
+
+    Returns:
+        The composed augmentation.
+
+    Raises:
+        ValueError: no augmentation given.
+        TypeError: an argument that is not an augmentation (``None`` included).
+    """
     if not augmentations:
         raise ValueError("chain() needs at least one augmentation.")
     steps = tuple(as_augmentation(a, f"chain() argument {i}") for i, a in enumerate(augmentations))
@@ -85,7 +114,16 @@ def chain(*augmentations: Augmentation | Callable[[jax.Array, jax.Array], jax.Ar
 
 def check_augmentation(augment: Augmentation, example: Any, name: str = "augment") -> None:
     """Raise ``ValueError`` (before anything is compiled) unless ``augment`` maps one example of
-    ``example``'s shape and dtype to an array of the same shape and dtype."""
+    ``example``'s shape and dtype to an array of the same shape and dtype.
+
+    Args:
+        augment: the augmentation.
+        example: the data whose first example is tried (``(n, ...)``).
+        name: the argument's name in the error message.
+
+    Raises:
+        ValueError: the augmentation fails on one example or changes its shape or dtype.
+    """
     shape = tuple(np.shape(example))
     augment.check(shape)
     spec = jax.ShapeDtypeStruct(shape, np.asarray(example).dtype)
@@ -114,6 +152,15 @@ def augment_batch(
     where ``key`` is the chain's minibatch key: the draws are a pure function of the run's seed,
     the chain and the step (bitwise reproducible, independent across chains and steps), and are
     never the keys of the minibatch's permutation or of the kernel's noise.
+
+    Args:
+        augment: the augmentation.
+        key: the chain's minibatch key.
+        step: the global step the minibatch was drawn at.
+        x: the minibatch's inputs, example axis first.
+
+    Returns:
+        The augmented inputs, shaped like ``x``.
     """
     k = jax.random.fold_in(jax.random.fold_in(key, AUGMENT_STREAM), step)
     return jax.vmap(augment)(jax.random.split(k, x.shape[0]), x)

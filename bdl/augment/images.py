@@ -77,10 +77,25 @@ class HorizontalFlip(Augmentation):
 
 
 def random_crop(padding: int = 4, fill: float = 0.0) -> RandomCrop:
-    """Random crop with padding: pad ``padding`` pixels of ``fill``, crop back to the size."""
+    """Random crop with padding: pad ``padding`` pixels of ``fill``, crop back to the size.
+
+    Args:
+        padding: the pixels added on each side before cropping, ≥ 0.
+        fill: the value of the padding.
+
+    Returns:
+        The augmentation, for images ``(height, width, channels)``.
+    """
     return RandomCrop(padding, fill)
 
 
 def horizontal_flip(probability: float = 0.5) -> HorizontalFlip:
-    """Left/right mirror with probability ``probability``."""
+    """Left/right mirror with probability ``probability``.
+
+    Args:
+        probability: the probability of flipping an example, in [0, 1].
+
+    Returns:
+        The augmentation, for images ``(height, width, channels)``.
+    """
     return HorizontalFlip(probability)

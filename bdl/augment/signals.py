@@ -63,5 +63,20 @@ class RandomShift(Augmentation):
 
 
 def random_shift(max_shift: int, mode: str = "circular") -> RandomShift:
-    """Random shift of a 1-D signal by up to ``max_shift`` samples either way."""
+    """Random shift of a 1-D signal by up to ``max_shift`` samples either way.
+
+    ``mode="circular"`` rolls the signal (what falls off one end comes back at the other);
+    ``mode="zeros"`` fills the vacated samples with zeros.
+
+    Args:
+        max_shift: the largest shift, in samples, ≥ 0.
+        mode: ``"circular"`` or ``"zeros"``.
+
+    Returns:
+        The augmentation, for signals ``(length,)`` or ``(length, channels)``.
+
+    Raises:
+        ValueError: an unknown ``mode`` or a negative ``max_shift`` (``TypeError``: not an
+            integer).
+    """
     return RandomShift(max_shift, mode)

@@ -25,7 +25,20 @@ def as_schedule(
     value: float | Schedule, name: str = "step_size", *, allow_zero: bool = False
 ) -> Schedule:
     """A jittable ``step -> value`` for a constant or a schedule; a constant must be > 0
-    (≥ 0 with ``allow_zero``), else ``ValueError`` naming ``name``."""
+    (≥ 0 with ``allow_zero``), else ``ValueError`` naming ``name``.
+
+    Args:
+        value: a number or a function ``step -> value``.
+        name: the argument's name in the error message.
+        allow_zero: accept a constant 0.
+
+    Returns:
+        The schedule ``step -> value``.
+
+    Raises:
+        ValueError: a constant ≤ 0 (< 0 with ``allow_zero``).
+        TypeError: neither a number nor a function.
+    """
     if callable(value):
         return value
     bound = ">= 0" if allow_zero else "> 0"
@@ -40,12 +53,29 @@ def as_schedule(
 
 
 def constant(value: float) -> Schedule:
-    """The constant ``value`` > 0."""
+    """The constant ``value`` > 0.
+
+    Args:
+        value: the value, > 0.
+
+    Returns:
+        The schedule.
+    """
     return as_schedule(value, "constant(value=...)")
 
 
 def polynomial_decay(init: float, end: float, power: float, num_steps: int) -> Schedule:
-    """From ``init`` to ``end`` as (1 − t/num_steps)^power (``optax.polynomial_schedule``)."""
+    """From ``init`` to ``end`` as (1 − t/num_steps)^power (``optax.polynomial_schedule``).
+
+    Args:
+        init: the value at step 0.
+        end: the value from step ``num_steps`` on.
+        power: the exponent.
+        num_steps: the steps of the decay.
+
+    Returns:
+        The schedule.
+    """
     for arg, value in (("init", init), ("end", end)):
         arguments.number(value, f"polynomial_decay({arg}=...)", above=0.0)
     arguments.integer(num_steps, "polynomial_decay(num_steps=...)", 1)
@@ -55,13 +85,29 @@ def polynomial_decay(init: float, end: float, power: float, num_steps: int) -> S
 
 
 def cosine_cycle(step: jax.Array, cycle_length: int) -> jax.Array:
-    """c_K(t) = ½[cos(π·mod(t, K)/K) + 1] ∈ (0, 1] (Zhang et al. 2020, Eq. 1)."""
+    """c_K(t) = ½[cos(π·mod(t, K)/K) + 1] ∈ (0, 1] (Zhang et al. 2020, Eq. 1).
+
+    Args:
+        step: t.
+        cycle_length: K, steps per cycle.
+
+    Returns:
+        c_K(t).
+    """
     phase = jnp.mod(jnp.asarray(step) * 1.0, cycle_length) / cycle_length
     return 0.5 * (jnp.cos(jnp.pi * phase) + 1.0)
 
 
 def cyclical_cosine(init: float, cycle_length: int) -> Schedule:
-    """Cosine cycles of ``cycle_length`` steps restarting at ``init``: init·c_K(t)."""
+    """Cosine cycles of ``cycle_length`` steps restarting at ``init``: init·c_K(t).
+
+    Args:
+        init: the value at the start of each cycle.
+        cycle_length: K, steps per cycle.
+
+    Returns:
+        The schedule.
+    """
     arguments.number(init, "cyclical_cosine(init=...)", above=0.0)
     arguments.integer(cycle_length, "cyclical_cosine(cycle_length=...)", 1)
     return lambda step: init * cosine_cycle(step, cycle_length)

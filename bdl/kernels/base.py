@@ -39,7 +39,15 @@ EnergyAndGrad = Callable[[PyTree], tuple[jax.Array, PyTree]]
 
 
 class Info(NamedTuple):
-    """Per-step diagnostics. ``energy`` is Ũ(θ) at the start of the step."""
+    """Per-step diagnostics. ``energy`` is Ũ(θ) at the start of the step.
+
+    Attributes:
+        energy: Ũ(θ) at the start of the step.
+        kinetic_energy: K = g(θ, r) after the step (0 for first-order kernels).
+        grad_norm: ‖∇Ũ(θ)‖.
+        step_size: h_t.
+        temperature: T_t.
+    """
 
     energy: jax.Array
     kinetic_energy: jax.Array

@@ -59,7 +59,14 @@ def test_energy(theta: PyTree) -> jax.Array:
 
 @dataclasses.dataclass
 class CheckReport:
-    """The checker's findings for one kernel."""
+    """The checker's findings for one kernel.
+
+    Attributes:
+        kernel: the kernel's name.
+        verdict: ``"exact"`` or ``"approximate"``.
+        reasons: why a kernel is approximate (empty when exact).
+        residuals: the largest residual of each check, by name.
+    """
 
     kernel: str
     verdict: str
@@ -121,7 +128,21 @@ def check(
     """Check ``kernel`` for stationarity and for agreement of its step with its recipe.
 
     ``step_size`` is the h of the drift and exact noise checks, ``noise_draws`` the number of
-    steps the sampled noise check takes per state when it runs (docs/checker.md)."""
+    steps the sampled noise check takes per state when it runs (docs/checker.md).
+
+    Args:
+        kernel: the kernel to check (its recipe is evaluated in float64).
+        temperature: T of the test energy.
+        num_states: random states the residuals are computed at.
+        seed: the seed of the states and the noise.
+        step_size: h of the drift and exact noise checks.
+        noise_draws: steps of the sampled noise check per state.
+        tolerances: the thresholds (default :class:`Tolerances`' own).
+
+    Returns:
+        A :class:`CheckReport`: the verdict (exact or approximate), its reasons and the largest
+        residuals.
+    """
     if not isinstance(kernel, Kernel):
         raise TypeError(
             "check(kernel) needs a kernel object, e.g. bdl.kernels.get('sgld', step_size=1e-3); "

@@ -95,6 +95,22 @@ def cyclical(
     This is the factory registered as ``"cyclical"``, e.g.
     ``bdl.kernels.get("cyclical", base="sghmc", step_size=0.05, friction=2.0, cycle_length=500)``
     or ``cyclical(entropy(sghmc(0.05), eta=0.5), num_cycles=4, num_steps=10_000)``.
+
+    Args:
+        base: the kernel to cycle, or the registered name of one.
+        cycle_length: K, steps per cycle.
+        num_cycles: the number of cycles in ``num_steps`` (instead of ``cycle_length``).
+        num_steps: the run's steps, with ``num_cycles``.
+        exploration: β ∈ [0, 1), the fraction of each cycle run at T = 0 and not collected.
+        **base_hyper: the hyper-parameters of a ``base`` given by name.
+
+    Returns:
+        The kernel, a :class:`Cyclical`.
+
+    Raises:
+        ValueError: neither ``cycle_length`` nor ``num_cycles`` with ``num_steps`` (or both), a
+            length below 1, an ``exploration`` outside [0, 1), or hyper-parameters for a kernel
+            object.
     """
     if cycle_length is None:
         if num_cycles is None or num_steps is None:

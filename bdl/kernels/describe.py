@@ -31,6 +31,12 @@ def describe(kernel: Kernel) -> dict[str, JSON]:
     The result survives ``json.dumps``/``json.loads`` unchanged (lists, not tuples; non-finite
     floats as the strings ``"inf"``, ``"-inf"``, ``"nan"``), so a saved record compares equal to
     the one in memory.
+
+    Args:
+        kernel: any kernel.
+
+    Returns:
+        The description, a JSON-serialisable dict.
     """
     if not isinstance(kernel, eqx.Module):
         raise TypeError(f"describe(kernel=...) must be a bdl kernel; got {type(kernel).__name__}.")

@@ -47,6 +47,11 @@ class ElementwiseMLP(eqx.Module):
 
     ``weights[k]`` has shape (fan_in, fan_out) and ``biases[k]`` (fan_out,); the activation follows
     every layer but the last. Build one with :func:`init_mlp`.
+
+    Args:
+        weights: the weight matrices, input layer first.
+        biases: the bias vectors, one per layer.
+        activation: the activation's name (``"tanh"``, ``"relu"``, …).
     """
 
     weights: tuple[jax.Array, ...]
@@ -281,6 +286,14 @@ def save_meta_params(
     so :func:`load_meta_params` rebuilds the networks without any code or skeleton. ``metadata``
     (JSON-serialisable) goes into the header too, read back by :func:`load_meta_metadata`; a
     kernel whose recipe has ``file_metadata()`` (NNSGHMC: its input statistics) adds that.
+
+    Args:
+        path: the ``.npz`` file to write.
+        kernel_or_params: a learned kernel (nnsghmc, l2e, kinetic-l2e) or its networks by name.
+        metadata: JSON-serialisable data to store with them.
+
+    Returns:
+        The path written.
     """
     params = getattr(kernel_or_params, "meta_params", kernel_or_params)
     _validate_params(params)
@@ -306,7 +319,18 @@ def save_meta_params(
 
 
 def load_meta_params(path: str | os.PathLike) -> MetaParams:
-    """Read meta-parameters written by :func:`save_meta_params`."""
+    """Read meta-parameters written by :func:`save_meta_params`.
+
+    Args:
+        path: the ``.npz`` file.
+
+    Returns:
+        The networks by name, as ``dict[str, ElementwiseMLP]``.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: the file is not a bdl meta-parameter file.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no meta-parameter file at {path}.")
@@ -326,7 +350,17 @@ def load_meta_params(path: str | os.PathLike) -> MetaParams:
 
 
 def load_meta_metadata(path: str | os.PathLike) -> dict[str, Any]:
-    """The ``metadata`` a file written by :func:`save_meta_params` carries (``{}`` if none)."""
+    """The ``metadata`` a file written by :func:`save_meta_params` carries (``{}`` if none).
+
+    Args:
+        path: the ``.npz`` file.
+
+    Returns:
+        The metadata, a dict.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no meta-parameter file at {path}.")

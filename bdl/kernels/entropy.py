@@ -209,6 +209,19 @@ def entropy(
 
     This is the factory registered as ``"entropy"``:
     ``bdl.kernels.get("entropy", base="sgld", eta=0.5, step_size=5e-3)``.
+
+    Args:
+        base: the base kernel, or the registered name of one.
+        eta: η > 0, the coupling variance of θ and the guide θ_a.
+        variant: ``"joint"`` (Algorithm 1) or ``"gibbs"`` (θ_a drawn exactly, App. A.3).
+        **base_hyper: the hyper-parameters of a ``base`` given by name.
+
+    Returns:
+        The kernel, an :class:`EntropyMCMC`.
+
+    Raises:
+        ValueError: an ``eta`` that is not > 0, an unknown ``variant``, or hyper-parameters for
+            a kernel object.
     """
     if eta is None:
         raise ValueError("entropy: eta (the coupling variance η > 0) is required.")

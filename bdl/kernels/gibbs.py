@@ -228,5 +228,16 @@ def gibbs(base: str | Kernel = "sghmc", *, every: int = 1, **base_hyper: Any) ->
     This is the factory registered as ``"gibbs"``, e.g.
     ``bdl.kernels.get("gibbs", base="sghmc", every=10, step_size=1e-2, friction=1.0)`` or
     ``gibbs(sghmc(1e-2), every=10)``.
+
+    Args:
+        base: the base kernel, or the registered name of one.
+        every: k ≥ 1, the base kernel's steps between two Gibbs draws.
+        **base_hyper: the hyper-parameters of a ``base`` given by name.
+
+    Returns:
+        The kernel, a :class:`Gibbs`.
+
+    Raises:
+        ValueError: ``every`` below 1, or hyper-parameters for a kernel object.
     """
     return Gibbs(base_kernel("gibbs", base, base_hyper), every=every)

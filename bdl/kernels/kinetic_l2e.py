@@ -121,6 +121,9 @@ def kinetic_l2e(
         learning_rate: ℓ, instead of ``step_size``: h = √(ℓ/n) at bind.
         momentum: β, with ``learning_rate``: C = (1 − β)√(n/ℓ) at bind.
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(f_φ(θ), I)).
+
+    Returns:
+        The kernel, a :class:`RecipeKernel`.
     """
     step, friction = step_and_friction("kinetic-l2e", step_size, friction, learning_rate, momentum)
     check_init_momentum(init_momentum, "kinetic-l2e")

@@ -329,6 +329,9 @@ def l2e(
             β = r + σ_r·head_β, tanh network, zero heads = SGHMC) or ``"paper"`` (α = head_α,
             β = head_β as in Kim et al. 2024 Eq. 6, ReLU network). Each form has its own
             shipped meta-parameters (``l2e.npz``, ``l2e-paper.npz``).
+
+    Returns:
+        The kernel, a :class:`RecipeKernel`.
     """
     form = check_form(form)
     step, friction = step_and_friction("l2e", step_size, friction, learning_rate, momentum)

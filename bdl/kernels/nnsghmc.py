@@ -249,6 +249,9 @@ def nnsghmc(
         q_bound: if set, net_Q's output is bounded smoothly to (−b, b) by b·tanh(·/b) (the paper
             clamps f_Q to [−5, 5] in evaluation).
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(0, I)).
+
+    Returns:
+        The kernel, a :class:`RecipeKernel`.
     """
     step = learning_rate_or_step("nnsghmc", step_size, learning_rate, momentum)
     if step is None:

@@ -51,7 +51,13 @@ _DEFAULT_UPDATE_EVERY = 100  # steps, when the target has no epochs (e.g. a bdl.
 
 class PreconditionerState(NamedTuple):
     """``mass``: the diagonal M the next step uses; ``stats``: running gradient statistics;
-    ``count``: gradients folded in so far."""
+    ``count``: gradients folded in so far.
+
+    Attributes:
+        mass: the diagonal M the next step uses.
+        stats: running gradient statistics.
+        count: gradients folded in so far.
+    """
 
     mass: PyTree
     stats: PyTree
@@ -63,7 +69,16 @@ class Preconditioner(History):
 
 
 def rescale_momentum(r: PyTree, old_mass: PyTree, new_mass: PyTree) -> PyTree:
-    """r ← M_new^{1/2} M_old^{−1/2} r (Wenzel et al. 2020, App. D): M^{−1/2}r is preserved."""
+    """r ← M_new^{1/2} M_old^{−1/2} r (Wenzel et al. 2020, App. D): M^{−1/2}r is preserved.
+
+    Args:
+        r: the momentum.
+        old_mass: M_old, a pytree like ``r`` (or of 0-d arrays).
+        new_mass: M_new, likewise.
+
+    Returns:
+        The rescaled momentum.
+    """
     return jax.tree.map(lambda x, mo, mn: x * jnp.sqrt(mn / mo), r, old_mass, new_mass)
 
 
@@ -249,7 +264,15 @@ class Layerwise(Preconditioner):
 
 
 def layerwise_mass(mean_square: PyTree, eps: float = 1e-7) -> PyTree:
-    """M_l = m_l / min_j m_j with m_l = √(mean_square_l + ε), one 0-d array per leaf."""
+    """M_l = m_l / min_j m_j with m_l = √(mean_square_l + ε), one 0-d array per leaf.
+
+    Args:
+        mean_square: the mean squared gradient of each leaf.
+        eps: ε.
+
+    Returns:
+        The mass of each leaf, a pytree of 0-d arrays.
+    """
     m = jax.tree.map(lambda v: jnp.sqrt(v + eps), mean_square)
     smallest = jnp.min(jnp.stack([jnp.ravel(x)[0] for x in jax.tree.leaves(m)]))
     return jax.tree.map(lambda x: x / smallest, m)
@@ -261,13 +284,26 @@ IDENTITY = Identity()
 
 
 def identity() -> Identity:
-    """M = I."""
+    """M = I.
+
+    Returns:
+        The identity preconditioner.
+    """
     return Identity()
 
 
 def rmsprop(alpha: float = 0.99, eps: float = 1e-5, grad_scale: float | None = None) -> RMSprop:
     """pSGLD's RMSprop preconditioner (Li et al. 2016), adapted every step, on the mean
-    minibatch gradient ∇Ũ/n (``grad_scale`` = 1/n at bind)."""
+    minibatch gradient ∇Ũ/n (``grad_scale`` = 1/n at bind).
+
+    Args:
+        alpha: the EMA decay α ∈ [0, 1).
+        eps: λ > 0, the regulariser of the diagonal.
+        grad_scale: the factor applied to ∇Ũ (``None``: 1/n at bind).
+
+    Returns:
+        The preconditioner.
+    """
     return RMSprop(alpha, eps, grad_scale)
 
 
@@ -278,12 +314,31 @@ def layerwise(
     eps: float = 1e-7,
     grad_scale: float | None = None,
 ) -> Layerwise:
-    """Wenzel et al. (2020, App. D) layerwise preconditioner (``"semi"`` or ``"fixed"``)."""
+    """Wenzel et al. (2020, App. D) layerwise preconditioner (``"semi"`` or ``"fixed"``).
+
+    Args:
+        mode: ``"semi"`` (re-estimated every ``update_every`` steps) or ``"fixed"`` (once).
+        update_every: the window in steps (``None``: one epoch, at bind).
+        num_gradients: K, the gradients of each estimate.
+        eps: ε.
+        grad_scale: the factor applied to ∇Ũ (``None``: 1/n at bind).
+
+    Returns:
+        The preconditioner, for ``sghmc(preconditioner=...)`` and the other kernels.
+    """
     return Layerwise(mode, update_every, num_gradients, eps, grad_scale)
 
 
 def check_preconditioner(value: Any, owner: str) -> None:
-    """Raise a ValueError naming ``preconditioner`` unless ``value`` is one."""
+    """Raise a ValueError naming ``preconditioner`` unless ``value`` is one.
+
+    Args:
+        value: the argument given.
+        owner: the kernel whose argument it is, for the message.
+
+    Raises:
+        ValueError: ``value`` is not a preconditioner.
+    """
     if not isinstance(value, Preconditioner):
         raise ValueError(
             f"{owner}: preconditioner must be a bdl.kernels.preconditioners object (identity(), "

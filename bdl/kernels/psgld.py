@@ -37,5 +37,8 @@ def psgld(
             hG∇Ũ ≈ h·n per coordinate, so stable steps shrink as 1/n.
         alpha: decay α of the squared-gradient average (default 0.99, as Li et al.).
         eps: λ, regulariser of G = 1/(λ + √V) (default 1e-5, as Li et al.).
+
+    Returns:
+        The kernel, a :class:`RecipeKernel`.
     """
     return RecipeKernel(Langevin(), step_size, EulerMaruyama(), rmsprop(alpha, eps), name="psgld")

@@ -34,7 +34,12 @@ State = dict[str, PyTree]
 
 
 class Context(NamedTuple):
-    """Global inputs a recipe's D and Q may read: the energy estimate Ũ and its gradient ∇Ũ."""
+    """Global inputs a recipe's D and Q may read: the energy estimate Ũ and its gradient ∇Ũ.
+
+    Attributes:
+        energy: Ũ(θ).
+        grad: ∇Ũ(θ), a pytree like θ.
+    """
 
     energy: jax.Array
     grad: PyTree

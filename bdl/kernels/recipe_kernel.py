@@ -37,7 +37,12 @@ StepSize = float | Schedule | LearningRate
 
 class RecipeState(NamedTuple):
     """``z``: the recipe's groups ``{"theta": θ, "p": momentum, …}``; ``history``: the history
-    transform's state (``()`` when there is none)."""
+    transform's state (``()`` when there is none).
+
+    Attributes:
+        z: the recipe's groups.
+        history: the history transform's state.
+    """
 
     z: dict[str, PyTree]
     history: PyTree = ()

@@ -36,6 +36,16 @@ def register(
     """Register ``factory(**hyper) -> Kernel`` under ``name`` with a one-line summary.
 
     ``defaults`` are the hyper-parameters a user's own are merged over (:func:`get`).
+
+    Args:
+        name: the kernel's name (``bdl.kernels.get(name)``, ``bdl sample --kernel name``).
+        factory: builds the kernel from its hyper-parameters.
+        summary: one line for ``bdl kernels``.
+        defaults: the hyper-parameters used when the user gives none of them.
+
+    Raises:
+        TypeError: a name, factory or summary of the wrong kind.
+        ValueError: defaults the factory does not take.
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"register: name must be a non-empty string; got {name!r}.")
@@ -58,7 +68,11 @@ def register(
 
 
 def names() -> list[str]:
-    """Every registered kernel name, sorted."""
+    """Every registered kernel name, sorted.
+
+    Returns:
+        The names.
+    """
     return sorted(_REGISTRY)
 
 

@@ -174,6 +174,9 @@ def sghmc(
             stay 1).
         collect_momentum: also collect ``"momentum"`` r and ``"mass"`` M with every draw, for the
             kinetic-temperature diagnostics.
+
+    Returns:
+        The kernel, a :class:`RecipeKernel`.
     """
     step = learning_rate_or_step("sghmc", step_size, learning_rate, momentum)
     if step is None and friction is not None:

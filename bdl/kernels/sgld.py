@@ -57,6 +57,9 @@ def sgld(
         step_size: h.
         preconditioner: a diagonal preconditioner, e.g.
             ``bdl.kernels.preconditioners.layerwise()``; D = M⁻¹ (default: M = I).
+
+    Returns:
+        The kernel, a :class:`RecipeKernel`.
     """
     check_preconditioner(preconditioner, "sgld")
     return RecipeKernel(Langevin(), step_size, EulerMaruyama(), preconditioner, name="sgld")

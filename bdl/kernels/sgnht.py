@@ -167,6 +167,9 @@ def sgnht(
         init_thermostat: ξ₀ (default A).
         thermostat_update: ``"midpoint"`` (default, r̄ = (r + r')/2) or ``"endpoint"`` (r̄ = r',
             Ding et al. 2014 Alg. 1) for the kinetic temperature r̄ᵀr̄/d in the ξ update.
+
+    Returns:
+        The kernel, a :class:`RecipeKernel`.
     """
     diffusion = arguments.number(diffusion, "sgnht: diffusion (A)", above=0.0)
     check_init_momentum(init_momentum, "sgnht")

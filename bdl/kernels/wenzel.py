@@ -60,7 +60,16 @@ LAYERWISE = layerwise()
 
 class WenzelSchedule(Wrapper):
     """Wenzel et al.'s cycles, temperature ramp and one draw per cycle around ``inner``
-    (module docstring; lengths in epochs of E steps)."""
+    (module docstring; lengths in epochs of E steps).
+
+    Args:
+        inner: the kernel stepped (SGHMC with a layerwise mass in :func:`wenzel`).
+        cycle_length: L, epochs per cycle.
+        sampling_start: S, the epoch at which cycling and sampling start.
+        ramp_epochs: R, epochs of the temperature ramp ending at S (default L).
+        epoch_length: E, steps per epoch (``None``: the target's at bind).
+        schedule: ``"cosine"`` or ``"flat"``.
+    """
 
     cycle_length: int = eqx.field(static=True, default=5)
     sampling_start: int = eqx.field(static=True, default=10)
@@ -183,6 +192,9 @@ def wenzel(
             kinetic-temperature diagnostics).
         step_size: h₀, given directly instead of ``learning_rate`` (then ``learning_rate=None``).
         friction: γ, given with ``step_size``.
+
+    Returns:
+        The kernel, a :class:`WenzelSchedule` around SGHMC.
     """
     if step_size is None:  # the paper's defaults
         learning_rate = 0.1 if learning_rate is None else learning_rate

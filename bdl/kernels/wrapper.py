@@ -25,7 +25,11 @@ PyTree = Any
 
 
 class Wrapper(Kernel):
-    """A kernel around ``inner`` that forwards the whole protocol to it."""
+    """A kernel around ``inner`` that forwards the whole protocol to it.
+
+    Args:
+        inner: the kernel wrapped.
+    """
 
     inner: Kernel
 

@@ -61,7 +61,15 @@ class Transition(eqx.Module):
 
     @abc.abstractmethod
     def init(self, position: PyTree, key: jax.Array) -> Any:
-        """The initial state at ``position``."""
+        """The initial state at ``position``.
+
+        Args:
+            position: θ₀, a position pytree (no chain axis).
+            key: the key of the auxiliary variables' first draw (a sampled momentum).
+
+        Returns:
+            The kernel's state at ``position``.
+        """
 
     @abc.abstractmethod
     def step(
@@ -72,7 +80,18 @@ class Transition(eqx.Module):
         step_size: jax.Array,
         temperature: jax.Array,
     ) -> tuple[Any, Info]:
-        """One transition at step size h and temperature T."""
+        """One transition at step size h and temperature T.
+
+        Args:
+            key: the step's random key.
+            state: the current state.
+            energy_and_grad: θ ↦ (Ũ(θ), ∇Ũ(θ)) on this step's minibatch, at full-data scale.
+            step_size: h_t.
+            temperature: T_t.
+
+        Returns:
+            ``(state, info)``: the next state and the step's :class:`Info`.
+        """
 
     @property
     @abc.abstractmethod
@@ -81,7 +100,14 @@ class Transition(eqx.Module):
 
     @abc.abstractmethod
     def bind(self, target: Any) -> Transition:
-        """This kernel with target-dependent hyper-parameters resolved for ``target``."""
+        """This kernel with target-dependent hyper-parameters resolved for ``target``.
+
+        Args:
+            target: the compiled target (its size n, its epoch length).
+
+        Returns:
+            The kernel with those hyper-parameters resolved.
+        """
 
 
 class Phases(eqx.Module):
@@ -89,11 +115,26 @@ class Phases(eqx.Module):
 
     @abc.abstractmethod
     def hyper(self, step: jax.Array, temperature: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """(h_t, T_t) for step t given the target's temperature T(t)."""
+        """(h_t, T_t) for step t given the target's temperature T(t).
+
+        Args:
+            step: the global step t.
+            temperature: the target's temperature T(t).
+
+        Returns:
+            ``(h_t, T_t)``.
+        """
 
     @abc.abstractmethod
     def is_sample(self, step: jax.Array) -> jax.Array:
-        """Whether the state after step t is a draw (cyclical kernels skip exploration)."""
+        """Whether the state after step t is a draw (cyclical kernels skip exploration).
+
+        Args:
+            step: the global step t.
+
+        Returns:
+            A boolean scalar.
+        """
 
 
 class Collection(eqx.Module):
@@ -101,11 +142,25 @@ class Collection(eqx.Module):
 
     @abc.abstractmethod
     def position(self, state: Any) -> PyTree:
-        """θ of the state."""
+        """θ of the state.
+
+        Args:
+            state: a state of this kernel.
+
+        Returns:
+            θ, a position pytree.
+        """
 
     @abc.abstractmethod
     def collect(self, state: Any) -> dict[str, PyTree]:
-        """``{"position": θ, …}``: everything a draw keeps."""
+        """``{"position": θ, …}``: everything a draw keeps.
+
+        Args:
+            state: a state of this kernel.
+
+        Returns:
+            What a draw keeps, by name (``"position"`` first).
+        """
 
 
 class Checkable(eqx.Module):
@@ -114,11 +169,25 @@ class Checkable(eqx.Module):
     @abc.abstractmethod
     def recipe_at(self, state: Any) -> Recipe | None:
         """The recipe (g, D, Q) the next step discretises; ``None`` when no single recipe
-        describes the step (the checker then reports the kernel as not checkable)."""
+        describes the step (the checker then reports the kernel as not checkable).
+
+        Args:
+            state: a state of this kernel.
+
+        Returns:
+            The recipe, or ``None``.
+        """
 
     @abc.abstractmethod
     def augment_energy(self, energy_fn: Callable[[PyTree], jax.Array]) -> Any:
-        """U over the recipe's θ group given U over the model's θ (Entropy-MCMC: the joint)."""
+        """U over the recipe's θ group given U over the model's θ (Entropy-MCMC: the joint).
+
+        Args:
+            energy_fn: θ ↦ U(θ) over the model's position.
+
+        Returns:
+            The energy over the recipe's θ group.
+        """
 
 
 class Adaptable(eqx.Module):
@@ -128,21 +197,47 @@ class Adaptable(eqx.Module):
     @abc.abstractmethod
     def recipe_kernel(self) -> Kernel | None:
         """The :class:`~bdl.kernels.recipe_kernel.RecipeKernel` this kernel steps (inside any
-        wrappers); ``None`` for a kernel that is not built on one."""
+        wrappers); ``None`` for a kernel that is not built on one.
+
+        Returns:
+            The recipe kernel, or ``None``.
+        """
 
     @abc.abstractmethod
     def with_recipe_kernel(self, kernel: Kernel) -> Kernel:
-        """This kernel with its recipe kernel replaced by ``kernel`` (e.g. the adapted one)."""
+        """This kernel with its recipe kernel replaced by ``kernel`` (e.g. the adapted one).
+
+        Args:
+            kernel: the recipe kernel to put in its place.
+
+        Returns:
+            The kernel with it.
+        """
 
     @abc.abstractmethod
     def recipe_state(self, state: Any) -> Any:
         """The recipe kernel's state inside ``state`` (a
         :class:`~bdl.kernels.recipe_kernel.RecipeState`: its groups z, θ the recipe's θ group,
-        and gradient history)."""
+        and gradient history).
+
+        Args:
+            state: a state of this kernel.
+
+        Returns:
+            The recipe kernel's :class:`~bdl.kernels.recipe_kernel.RecipeState`.
+        """
 
     @abc.abstractmethod
     def with_recipe_state(self, state: Any, inner: Any) -> Any:
-        """``state`` with the recipe kernel's state replaced by ``inner``."""
+        """``state`` with the recipe kernel's state replaced by ``inner``.
+
+        Args:
+            state: a state of this kernel.
+            inner: the recipe kernel's new state.
+
+        Returns:
+            ``state`` with it.
+        """
 
 
 class Kernel(Transition, Phases, Collection, Checkable, Adaptable):

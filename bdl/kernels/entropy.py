@@ -155,7 +155,14 @@ class EntropyMCMC(Wrapper):
         """U_joint over the joint position ``{"position": θ, "guide": θ_a}`` (then the inner
         kernel's own augmentation, if any). The Gibbs variant's recipe moves θ alone under
         U(θ) + ‖θ − θ_a‖²/(2η) for the current guide; its energy over θ is given here with the
-        guide at 0, which has the same Hessian (what warm-up reads) for every guide."""
+        guide at 0, which has the same Hessian (what warm-up reads) for every guide.
+
+        Args:
+            energy_fn: θ ↦ U(θ) over the model's position.
+
+        Returns:
+            The energy over the recipe's θ group.
+        """
         eta = float(self.eta)
         if self.variant != "joint":
 

@@ -33,7 +33,14 @@ class History(eqx.Module):
 
     @abc.abstractmethod
     def init(self, position: PyTree) -> PyTree:
-        """The state before any gradient was seen."""
+        """The state before any gradient was seen.
+
+        Args:
+            position: θ₀, a position pytree (no chain axis).
+
+        Returns:
+            The transform's state (``()`` when it keeps none).
+        """
 
     def prepare(self, state: PyTree, grad: PyTree) -> PyTree:
         """Fold in the step's gradient before the move (identity unless overridden)."""
@@ -48,7 +55,14 @@ class History(eqx.Module):
         """The recipe the step discretises given the history ``state``."""
 
     def bind(self, target: Any) -> History:
-        """This transform with target-dependent settings (n, epoch length) resolved."""
+        """This transform with target-dependent settings (n, epoch length) resolved.
+
+        Args:
+            target: the compiled target (its size n, its epoch length).
+
+        Returns:
+            The transform with those settings resolved.
+        """
         return self
 
     @property

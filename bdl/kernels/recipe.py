@@ -104,7 +104,14 @@ class Recipe(eqx.Module):
         return {}
 
     def bind(self, target: Any) -> Recipe:
-        """This recipe with settings that depend on the target (e.g. its size n) resolved."""
+        """This recipe with settings that depend on the target (e.g. its size n) resolved.
+
+        Args:
+            target: the compiled target (its size n).
+
+        Returns:
+            The recipe with those settings resolved.
+        """
         return self
 
     def with_friction(self, friction: float) -> Recipe:

@@ -148,7 +148,14 @@ class WenzelSchedule(Wrapper):
         return h * self.cycle_factor(step), temp * self.temperature_factor(step)
 
     def is_sample(self, step: jax.Array) -> jax.Array:
-        """True only at the last step of each cycle after sampling starts."""
+        """True only at the last step of each cycle after sampling starts.
+
+        Args:
+            step: the global step t.
+
+        Returns:
+            A boolean scalar.
+        """
         t = jnp.asarray(step) - self.sampling_start_step
         return (t >= 0) & (jnp.mod(t + 1, self.cycle_steps) == 0) & self.inner.is_sample(step)
 

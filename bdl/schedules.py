@@ -117,6 +117,15 @@ def linear_ramp(start: float, end: float, num_steps: int, *, delay: int = 0) -> 
     """From ``start`` to ``end`` linearly over ``num_steps`` steps after ``delay``, then ``end``.
 
     Wenzel et al. (2020, Sec. 4) ramp the temperature up before sampling starts.
+
+    Args:
+        start: the value at step ``delay``.
+        end: the value from step ``delay + num_steps`` on.
+        num_steps: the steps of the ramp.
+        delay: the steps at ``start`` before the ramp.
+
+    Returns:
+        The schedule.
     """
     arguments.integer(num_steps, "linear_ramp(num_steps=...)", 1)
     arguments.integer(delay, "linear_ramp(delay=...)", 0)

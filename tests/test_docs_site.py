@@ -169,6 +169,38 @@ def test_strict_build_fails_on_a_broken_link(tmp_path):
     assert result.returncode != 0, "a link out of docs/ to a missing file must fail the build"
 
 
+def test_strict_build_fails_on_a_docstring_naming_a_missing_parameter(tmp_path):
+    """The API reference's settings turn an ``Args:`` entry the signature lacks into a failed
+    build (and the same page with the entry right builds)."""
+    _require_mkdocs()
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    handler = config["plugins"][1]["mkdocstrings"]["handlers"]["python"]
+    options = dict(handler["options"])
+    options["extensions"] = [str(ROOT / e) for e in options["extensions"]]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text("# API\n\n::: tiny\n")
+    small = {
+        "site_name": "t",
+        "strict": True,
+        "theme": {"name": "material"},
+        "validation": config["validation"],
+        "nav": [{"API": "index.md"}],
+        "plugins": [
+            {"mkdocstrings": {"handlers": {"python": {"paths": ["."], "options": options}}}}
+        ],
+    }
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(small))
+    source = 'def double(x: int) -> int:\n    """Twice.\n\n    Args:\n        {}: a number.\n\n'
+    source += '    Returns:\n        2x.\n    """\n    return 2 * x\n'
+    (tmp_path / "tiny.py").write_text(source.format("y"))
+    result = mkdocs_build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    assert result.returncode != 0
+    assert "'y' does not appear in the function signature" in result.stdout + result.stderr
+    (tmp_path / "tiny.py").write_text(source.format("x"))
+    result = mkdocs_build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 @needs_chromium
 def test_site_renders_in_chromium(site, tmp_path):
     def search(page):

@@ -152,7 +152,15 @@ class Bernoulli(Likelihood):
         return dist.Bernoulli(logits=output)
 
     def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
-        """Two-class probabilities ``[1 − p, p]`` so classifiers share one predictive shape."""
+        """Two-class probabilities ``[1 − p, p]`` so classifiers share one predictive shape.
+
+        Args:
+            output: the logits ``(batch,)`` or ``(batch, 1)``.
+            params: unused.
+
+        Returns:
+            ``(batch, 2)`` probabilities.
+        """
         p = jax.nn.sigmoid(output.reshape(output.shape[0]))
         return jnp.stack([1.0 - p, p], axis=-1)
 
@@ -218,7 +226,15 @@ class Gaussian(Likelihood):
         return dist.Normal(output, _resolve_scale(self.scale, output, params))
 
     def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
-        """E[y | f] = f, whatever σ (so predictions need no per-example scale)."""
+        """E[y | f] = f, whatever σ (so predictions need no per-example scale).
+
+        Args:
+            output: the network's output.
+            params: unused.
+
+        Returns:
+            ``output``.
+        """
         return output
 
     def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:
@@ -275,7 +291,15 @@ class StudentT(Likelihood):
         return dist.StudentT(self.df, output, _resolve_scale(self.scale, output, params))
 
     def mean(self, output: jax.Array, params: dict[str, jax.Array] | None = None) -> jax.Array:
-        """E[y | f] = f for ν > 1 (undefined, NaN, for ν ≤ 1), whatever σ."""
+        """E[y | f] = f for ν > 1 (undefined, NaN, for ν ≤ 1), whatever σ.
+
+        Args:
+            output: the network's output.
+            params: unused.
+
+        Returns:
+            ``output`` (NaN where ν ≤ 1).
+        """
         return output if self.df > 1 else jnp.full_like(output, jnp.nan)
 
     def check(self, output_shape: tuple[int, ...], y: np.ndarray) -> None:

@@ -89,7 +89,11 @@ class BMAEvaluation:
             label: the curve's label in the legend.
 
         Returns:
-            The axes drawn into.
+            The axes drawn into, one per metric.
+
+        Raises:
+            ImportError: matplotlib is not installed.
+            ValueError: ``ax`` does not hold one Axes per metric.
         """
         try:
             import matplotlib.pyplot as plt

@@ -43,32 +43,75 @@ class Block(eqx.Module):
 
     @abc.abstractmethod
     def times(self, v: PyTree) -> PyTree:
-        """The coordinatewise product B_i·v_i with a θ-shaped pytree ``v``."""
+        """The coordinatewise product B_i·v_i with a θ-shaped pytree ``v``.
+
+        Args:
+            v: a θ-shaped pytree.
+
+        Returns:
+            B·v, shaped like ``v``.
+        """
 
     @abc.abstractmethod
     def expand(self, like: PyTree) -> PyTree:
-        """The coefficients as a pytree shaped like ``like`` (a θ-shaped pytree)."""
+        """The coefficients as a pytree shaped like ``like`` (a θ-shaped pytree).
+
+        Args:
+            like: a θ-shaped pytree.
+
+        Returns:
+            The coefficients, shaped like ``like``.
+        """
 
     @abc.abstractmethod
     def map(self, fn: Any) -> Block:
-        """The block with ``fn`` applied to every coefficient (same type)."""
+        """The block with ``fn`` applied to every coefficient (same type).
+
+        Args:
+            fn: a function of an array.
+
+        Returns:
+            The block of the same type with ``fn`` applied.
+        """
 
     def power(self, exponent: float) -> Block:
-        """B^e of a positive diagonal block (a mass: e = −1 gives M⁻¹, e = −½ a square root)."""
+        """B^e of a positive diagonal block (a mass: e = −1 gives M⁻¹, e = −½ a square root).
+
+        Args:
+            exponent: e.
+
+        Returns:
+            The block B^e.
+        """
         return self.map(lambda m: m**exponent)
 
     def transpose(self) -> Block:
-        """Bᵀ (a diagonal block is its own transpose)."""
+        """Bᵀ (a diagonal block is its own transpose).
+
+        Returns:
+            Bᵀ.
+        """
         return self
 
     def noise_factor(self, scale: Any) -> Block:
-        """A block S with S·Sᵀ = scale·B, for the injected noise √(2ThD)·ξ."""
+        """A block S with S·Sᵀ = scale·B, for the injected noise √(2ThD)·ξ.
+
+        Args:
+            scale: the factor (2Th).
+
+        Returns:
+            The block S.
+        """
         return self.map(lambda d: jnp.sqrt(scale * d))
 
 
 class Scalar(Block):
     """The same coefficient for every coordinate. A Python number stays a trace-time constant,
-    so ``Scalar(1.0)`` costs no multiplication."""
+    so ``Scalar(1.0)`` costs no multiplication.
+
+    Args:
+        value: the coefficient, a number or a 0-d array.
+    """
 
     value: Any
 
@@ -87,7 +130,11 @@ class Scalar(Block):
 
 
 class PerLeaf(Block):
-    """One coefficient per leaf of θ: a pytree of θ's structure with 0-d leaves."""
+    """One coefficient per leaf of θ: a pytree of θ's structure with 0-d leaves.
+
+    Args:
+        values: the coefficients, a pytree of θ's structure with 0-d leaves.
+    """
 
     values: PyTree
 
@@ -104,7 +151,11 @@ class PerLeaf(Block):
 
 
 class Elementwise(Block):
-    """One coefficient per coordinate: a pytree shaped like θ."""
+    """One coefficient per coordinate: a pytree shaped like θ.
+
+    Args:
+        values: the coefficients, a pytree shaped like θ.
+    """
 
     values: PyTree
 
@@ -120,7 +171,12 @@ class Elementwise(Block):
 
 class Dense(Block):
     """A dense matrix acting on the flattened θ-shaped pytree (small dimension only: O(d²) per
-    product). ``factor``, when known, is a square root F with F·Fᵀ = matrix (for the noise)."""
+    product). ``factor``, when known, is a square root F with F·Fᵀ = matrix (for the noise).
+
+    Args:
+        matrix: the (d, d) matrix.
+        factor: a square root F with F·Fᵀ = ``matrix`` (``None``: not known).
+    """
 
     matrix: jax.Array
     factor: jax.Array | None = None
@@ -133,7 +189,14 @@ class Dense(Block):
         raise TypeError("a dense block has no elementwise form.")
 
     def map(self, fn: Any) -> Dense:
-        """``fn`` entrywise (scaling and sign changes only: they commute with the product)."""
+        """``fn`` entrywise (scaling and sign changes only: they commute with the product).
+
+        Args:
+            fn: a scaling or sign change.
+
+        Returns:
+            The dense block with ``fn`` applied to its matrix (and its factor).
+        """
         return Dense(fn(self.matrix), None if self.factor is None else fn(self.factor))
 
     def transpose(self) -> Dense:
@@ -148,7 +211,11 @@ class Dense(Block):
 class DenseMass(Block):
     """A dense mass M given by a square root S of its inverse, S·Sᵀ = M⁻¹ (a covariance): M^{−1/2}
     is taken as S and M⁻¹ as S·Sᵀ (with S its square root), so no matrix is inverted or
-    factorised per step. :func:`dense_mass` builds one from a covariance."""
+    factorised per step. :func:`dense_mass` builds one from a covariance.
+
+    Args:
+        root: S, with S·Sᵀ = M⁻¹.
+    """
 
     root: jax.Array
 
@@ -179,7 +246,15 @@ def dense_mass(inverse: jax.Array, floor: float = 1e-12) -> DenseMass:
     what float32 resolves: a covariance whose diagonal spans 10¹⁰ (a coefficient of a feature
     measured in thousands beside one measured in thousandths) has a correlation matrix whose
     spectrum spans far less, and a nearly singular one does not break the eigendecomposition as
-    it breaks a Cholesky factorisation."""
+    it breaks a Cholesky factorisation.
+
+    Args:
+        inverse: M⁻¹, a symmetric positive semi-definite (d, d) matrix.
+        floor: the smallest eigenvalue kept, relative to the largest.
+
+    Returns:
+        The :class:`DenseMass`.
+    """
     inverse = 0.5 * (inverse + inverse.T)
     scale = jnp.sqrt(jnp.maximum(jnp.diagonal(inverse), 1e-30))
     eigval, eigvec = jnp.linalg.eigh(inverse / scale[:, None] / scale[None, :])
@@ -188,7 +263,14 @@ def dense_mass(inverse: jax.Array, floor: float = 1e-12) -> DenseMass:
 
 
 def as_block(value: Any) -> Block:
-    """A block from a number (:class:`Scalar`) or a block (unchanged)."""
+    """A block from a number (:class:`Scalar`) or a block (unchanged).
+
+    Args:
+        value: a number or a block.
+
+    Returns:
+        The block.
+    """
     if isinstance(value, Block):
         return value
     if isinstance(value, int | float) or jnp.ndim(value) == 0:
@@ -199,13 +281,31 @@ def as_block(value: Any) -> Block:
 
 
 def tree_total(tree: PyTree) -> jax.Array:
-    """Σ over every coordinate of a pytree."""
+    """Σ over every coordinate of a pytree.
+
+    Args:
+        tree: a pytree of arrays.
+
+    Returns:
+        The scalar sum.
+    """
     return sum(jnp.sum(x) for x in jax.tree.leaves(tree))
 
 
 def matvec(block: Block, v: Any, row_like: Any, row: GroupKind, col: GroupKind) -> Any:
     """The product of ``block`` (row group of kind ``row`` shaped like ``row_like``, column group
-    of kind ``col``) with the column group's value ``v``."""
+    of kind ``col``) with the column group's value ``v``.
+
+    Args:
+        block: the block.
+        v: the column group's value.
+        row_like: a value of the row group.
+        row: the row group's kind.
+        col: the column group's kind.
+
+    Returns:
+        The product, shaped like the row group.
+    """
     if col == "elementwise":
         product = block.times(v)
         return product if row == "elementwise" else tree_total(product)
@@ -218,7 +318,18 @@ def matvec(block: Block, v: Any, row_like: Any, row: GroupKind, col: GroupKind) 
 
 def divergence(tangent: Block, row_like: Any, col_like: Any, row: GroupKind, col: GroupKind) -> Any:
     """Σ_j ∂B_{ij}/∂z_j from the tangent of a block under an all-ones tangent on its column group
-    (entry i of a block depends on the column group only through coordinate i)."""
+    (entry i of a block depends on the column group only through coordinate i).
+
+    Args:
+        tangent: the tangent of the block.
+        row_like: a value of the row group.
+        col_like: a value of the column group.
+        row: the row group's kind.
+        col: the column group's kind.
+
+    Returns:
+        The divergence, shaped like the row group.
+    """
     if isinstance(tangent, Dense | DenseMass):  # dense blocks are constant in z by contract
         return jax.tree.map(jnp.zeros_like, row_like) if row == "elementwise" else 0.0
     if row == "scalar" and col == "elementwise":

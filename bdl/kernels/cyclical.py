@@ -66,7 +66,14 @@ class Cyclical(Wrapper):
         return math.ceil(round(self.exploration * self.cycle_length, 9))
 
     def exploring(self, step: jax.Array) -> jax.Array:
-        """Whether step t is in the exploration stage of its cycle."""
+        """Whether step t is in the exploration stage of its cycle.
+
+        Args:
+            step: the global step t.
+
+        Returns:
+            A boolean scalar.
+        """
         return jnp.mod(jnp.asarray(step), self.cycle_length) < self.exploration_steps
 
     def hyper(self, step: jax.Array, temperature: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -99,7 +99,14 @@ class ElementwiseMLP(eqx.Module):
 
     def after_first_layer(self, pre: jax.Array) -> jax.Array:
         """The network from its first layer's pre-activations ``(hidden, *coordinates)`` (its
-        first affine map Σ_k W_k·x_k + b computed by the caller) to ``(*coordinates, out)``."""
+        first affine map Σ_k W_k·x_k + b computed by the caller) to ``(*coordinates, out)``.
+
+        Args:
+            pre: the first layer's pre-activations ``(hidden, *coordinates)``.
+
+        Returns:
+            The outputs ``(*coordinates, out)``.
+        """
         return self._layers(pre)
 
     def _layers(self, h: jax.Array) -> jax.Array:
@@ -168,8 +175,13 @@ class ElementwiseMLP(eqx.Module):
     def map_tree(self, *inputs: Any) -> tuple[PyTree, ...]:
         """Apply to per-coordinate features given as θ-shaped pytrees or global scalars.
 
-        Returns ``out_features`` pytrees shaped like the (first) pytree input: output k at
-        coordinate i is MLP(x₁ᵢ, …, x_Fᵢ)_k.
+        Output k at coordinate i is MLP(x₁ᵢ, …, x_Fᵢ)_k.
+
+        Args:
+            *inputs: the F features, θ-shaped pytrees or scalars.
+
+        Returns:
+            ``out_features`` pytrees shaped like the (first) pytree input.
         """
         flat, unflatten = self._flatten(inputs)
         out = self._layers(self._first(flat))
@@ -182,12 +194,18 @@ class ElementwiseMLP(eqx.Module):
 
         The network acts on each coordinate alone, so its Jacobian in a pytree input is diagonal
         and ∂outₖ,ᵢ/∂xⱼ,ᵢ is all there is; for a global scalar input xⱼ the partial is still one
-        number per coordinate. Returns ``(outputs, partials)`` with ``partials[m][k]`` =
-        ∂outₖ/∂x_{wrt[m]}, each shaped like the outputs. One forward pass computes all of them
-        (:meth:`_layers_with_partials`): no Jacobian, no reverse pass, and for a 1-input network
-        value and derivative cost one stacked pass instead of a forward and a backward one. A
-        network with one hidden layer is written out unit by unit instead
-        (:meth:`_one_hidden_layer_with_partials`).
+        number per coordinate. One forward pass computes all of them: no Jacobian, no reverse
+        pass, and for a 1-input network value and derivative cost one stacked pass instead of a
+        forward and a backward one. A network with one hidden layer is written out unit by unit
+        instead.
+
+        Args:
+            *inputs: the F features, θ-shaped pytrees or scalars.
+            wrt: the indices of the inputs to differentiate in.
+
+        Returns:
+            ``(outputs, partials)`` with ``partials[m][k]`` = ∂outₖ/∂x_{wrt[m]}, each shaped like
+            the outputs.
         """
         wrt = tuple(int(j) for j in wrt)
         if not wrt or any(j < 0 or j >= self.in_features for j in wrt):

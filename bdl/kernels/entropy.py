@@ -194,7 +194,14 @@ class EntropyMCMC(Wrapper):
         return self._joint_of(state)["position"]
 
     def guide(self, state: Any) -> PyTree:
-        """The guiding variable θ_a."""
+        """The guiding variable θ_a.
+
+        Args:
+            state: a state of this kernel.
+
+        Returns:
+            θ_a, a position pytree.
+        """
         return self._joint_of(state)["guide"]
 
     def collect(self, state: Any) -> dict[str, PyTree]:

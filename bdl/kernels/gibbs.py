@@ -190,7 +190,16 @@ class Gibbs(Wrapper):
         return GibbsState(inner, count), info
 
     def draw(self, key: jax.Array, position: PyTree, temperature: jax.Array) -> PyTree:
-        """``position`` with every conjugate precision drawn from its conditional at T."""
+        """``position`` with every conjugate precision drawn from its conditional at T.
+
+        Args:
+            key: the draw's random key.
+            position: the current position.
+            temperature: T.
+
+        Returns:
+            The position with the precisions drawn.
+        """
         from bdl.dsl.hierarchical import constrain_hyper
 
         net = self.net_treedef.flatten_up_to(position["net"])

@@ -43,16 +43,40 @@ class History(eqx.Module):
         """
 
     def prepare(self, state: PyTree, grad: PyTree) -> PyTree:
-        """Fold in the step's gradient before the move (identity unless overridden)."""
+        """Fold in the step's gradient before the move (identity unless overridden).
+
+        Args:
+            state: the transform's state.
+            grad: ∇Ũ(θ) of the step.
+
+        Returns:
+            The new state.
+        """
         return state
 
     def update(self, state: PyTree, grad: PyTree) -> PyTree:
-        """Fold in the step's gradient after the move (identity unless overridden)."""
+        """Fold in the step's gradient after the move (identity unless overridden).
+
+        Args:
+            state: the transform's state.
+            grad: ∇Ũ(θ) of the step.
+
+        Returns:
+            The new state.
+        """
         return state
 
     @abc.abstractmethod
     def condition(self, recipe: Recipe, state: PyTree) -> Recipe:
-        """The recipe the step discretises given the history ``state``."""
+        """The recipe the step discretises given the history ``state``.
+
+        Args:
+            recipe: the kernel's recipe.
+            state: the transform's state.
+
+        Returns:
+            The recipe conditioned on it (e.g. with the preconditioner's mass).
+        """
 
     def bind(self, target: Any) -> History:
         """This transform with target-dependent settings (n, epoch length) resolved.

@@ -31,7 +31,14 @@ class Integrator(eqx.Module):
         return self.move(recipe, ev, z, ctx, h, temperature, noise)
 
     def noisy_groups(self, ev: Evaluation) -> tuple[str, ...]:
-        """The groups ξ is drawn for: every group with a diffusion block, in sorted order."""
+        """The groups ξ is drawn for: every group with a diffusion block, in sorted order.
+
+        Args:
+            ev: the recipe evaluated at the state.
+
+        Returns:
+            The groups' names.
+        """
         return tuple(sorted(ev.diffusion))
 
     @abc.abstractmethod
@@ -46,11 +53,33 @@ class Integrator(eqx.Module):
         noise: State,
     ) -> State:
         """The state after one step of size h from z given the draw ``noise`` (ξ, one array
-        like ``z[g]`` per group of :meth:`noisy_groups`) and ``ev``, the recipe evaluated at z."""
+        like ``z[g]`` per group of :meth:`noisy_groups`) and ``ev``, the recipe evaluated at z.
+
+        Args:
+            recipe: the recipe discretised.
+            ev: the recipe evaluated at z.
+            z: the state's groups.
+            ctx: Ũ and ∇Ũ at z.
+            h: the step size.
+            temperature: T.
+            noise: ξ, by group.
+
+        Returns:
+            The next state's groups.
+        """
 
 
 def standard_normal(key: jax.Array, z: State, groups: tuple[str, ...]) -> State:
-    """ξ ~ N(0, I) for ``groups`` from one ``random.normal`` call."""
+    """ξ ~ N(0, I) for ``groups`` from one ``random.normal`` call.
+
+    Args:
+        key: the random key.
+        z: the state's groups (the draws' shapes).
+        groups: the groups to draw for.
+
+    Returns:
+        ξ by group.
+    """
     if not groups:
         return {}
     flat, unravel = ravel_pytree({g: z[g] for g in groups})
@@ -68,7 +97,21 @@ def advance(
     at: State | None = None,
 ) -> State:
     """z with ``rows`` moved by h·drift + noise, both from ``ev`` (evaluated at ``at``, by default
-    z)."""
+    z).
+
+    Args:
+        recipe: the recipe discretised.
+        ev: the recipe evaluated at ``at``.
+        z: the state's groups.
+        rows: the groups to move.
+        h: the step size.
+        temperature: T.
+        noise: ξ, by group.
+        at: the state ``ev`` was evaluated at (default z).
+
+    Returns:
+        z with ``rows`` moved.
+    """
     at = z if at is None else at
     velocity = drift(recipe, ev, at, temperature, rows)
     out = dict(z)

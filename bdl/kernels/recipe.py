@@ -68,15 +68,38 @@ class Recipe(eqx.Module):
 
     @abc.abstractmethod
     def kinetic(self, z: State) -> jax.Array:
-        """g(θ, r), the part of H beyond U(θ); ∫ exp(−g/T) dr must not depend on θ."""
+        """g(θ, r), the part of H beyond U(θ); ∫ exp(−g/T) dr must not depend on θ.
+
+        Args:
+            z: the state's groups ``{"theta": θ, …}``.
+
+        Returns:
+            The scalar g.
+        """
 
     @abc.abstractmethod
     def diffusion(self, z: State, ctx: Context) -> dict[str, Block]:
-        """The diagonal blocks ``{group: D_aa}`` of the PSD diffusion (absent groups: 0)."""
+        """The diagonal blocks ``{group: D_aa}`` of the PSD diffusion (absent groups: 0).
+
+        Args:
+            z: the state's groups ``{"theta": θ, …}``.
+            ctx: the energy estimate Ũ and its gradient ∇Ũ at z.
+
+        Returns:
+            The diagonal blocks of D by group.
+        """
 
     @abc.abstractmethod
     def curl(self, z: State, ctx: Context) -> dict[tuple[str, str], Block]:
-        """Blocks ``{(a, b): Q_ab}`` of the skew-symmetric curl (both (a, b) and (b, a))."""
+        """Blocks ``{(a, b): Q_ab}`` of the skew-symmetric curl (both (a, b) and (b, a)).
+
+        Args:
+            z: the state's groups ``{"theta": θ, …}``.
+            ctx: the energy estimate Ũ and its gradient ∇Ũ at z.
+
+        Returns:
+            The blocks of Q by pair of groups.
+        """
 
     @property
     def state_dependent(self) -> bool:
@@ -84,23 +107,53 @@ class Recipe(eqx.Module):
         return True
 
     def init_aux(self, position: PyTree, key: jax.Array) -> State:
-        """The auxiliary groups of the initial state (none for first-order recipes)."""
+        """The auxiliary groups of the initial state (none for first-order recipes).
+
+        Args:
+            position: θ₀.
+            key: the key of the auxiliary variables' draw.
+
+        Returns:
+            The auxiliary groups by name (``{}`` for a first-order recipe).
+        """
         return {}
 
     def readapted(self, z: State) -> State:
         """The state to continue from after warm-up adaptation changed this recipe's constants
         (mass, friction): unchanged unless an auxiliary variable's stationary law depends on
-        them."""
+        them.
+
+        Args:
+            z: the state's groups ``{"theta": θ, …}``.
+
+        Returns:
+            The state to continue from.
+        """
         return z
 
     def warmup_guarded(self, z: State, step_size: Any) -> State:
         """The state warm-up continues from after a step of size h: unchanged unless an
         auxiliary variable can leave the integrator's stable region while the chain is still far
-        from the posterior (warm-up need not be exact; the sampling phase never calls this)."""
+        from the posterior (warm-up need not be exact; the sampling phase never calls this).
+
+        Args:
+            z: the state's groups ``{"theta": θ, …}``.
+            step_size: h of the step just taken.
+
+        Returns:
+            The state to continue from.
+        """
         return z
 
     def observables(self, z: State) -> dict[str, PyTree]:
-        """Named functions of the state a kernel may collect with its draws (e.g. the momentum)."""
+        """Named functions of the state a kernel may collect with its draws (e.g. the momentum).
+
+        Args:
+            z: the state's groups ``{"theta": θ, …}``.
+
+        Returns:
+            The observables by name.
+        """
         return {}
 
     def bind(self, target: Any) -> Recipe:
@@ -116,14 +169,34 @@ class Recipe(eqx.Module):
 
     def with_friction(self, friction: float) -> Recipe:
         """This recipe with friction γ, for the (ℓ, β) parameterisation
-        (:mod:`bdl.kernels.parameterisation`); recipes without friction raise."""
+        (:mod:`bdl.kernels.parameterisation`); recipes without friction raise.
+
+        Args:
+            friction: γ.
+
+        Returns:
+            The recipe with it.
+
+        Raises:
+            TypeError: the recipe has no friction.
+        """
         raise TypeError(
             f"{type(self).__name__} has no friction: give step_size, not learning_rate."
         )
 
     def with_mass(self, mass: Block) -> Recipe:
         """This recipe with the diagonal mass M set by a preconditioner
-        (:mod:`bdl.kernels.preconditioners`); recipes without a mass raise."""
+        (:mod:`bdl.kernels.preconditioners`); recipes without a mass raise.
+
+        Args:
+            mass: M, a diagonal block.
+
+        Returns:
+            The recipe with it.
+
+        Raises:
+            TypeError: the recipe has no mass.
+        """
         raise TypeError(f"{type(self).__name__} takes no preconditioner (it has no mass).")
 
     def kinetic_grad(self, z: State) -> State:
@@ -131,11 +204,25 @@ class Recipe(eqx.Module):
 
         A kernel whose dynamics use a learned field in place of ∇g overrides this; the checker
         then tests whether that field is a gradient at all.
+
+        Args:
+            z: the state's groups ``{"theta": θ, …}``.
+
+        Returns:
+            ∇g, by group.
         """
         return jax.grad(self.kinetic)(z)
 
     def evaluate(self, z: State, ctx: Context) -> Evaluation:
-        """Blocks, Γ and ∇H at z, each evaluated once (module docstring for Γ)."""
+        """Blocks, Γ and ∇H at z, each evaluated once (module docstring for Γ).
+
+        Args:
+            z: the state's groups ``{"theta": θ, …}``.
+            ctx: the energy estimate Ũ and its gradient ∇Ũ at z.
+
+        Returns:
+            The :class:`Evaluation` at z.
+        """
         kinds = self.groups
         grad_h = hamiltonian_grad(self, z, ctx)
         if not self.state_dependent:

@@ -134,6 +134,18 @@ class RecipeKernel(Kernel):
 
     # ----------------------------------------------------------------------------- phases
     def step_size_at(self, step: jax.Array) -> jax.Array:
+        """h_t, the step size of step t (the schedule's value, or the adapted constant).
+
+        Args:
+            step: the global step t.
+
+        Returns:
+            The scalar step size.
+
+        Raises:
+            ValueError: the kernel has no step size yet (it is adapted by ``bdl.sample``) or is
+                parameterised by a learning rate and not bound to a target.
+        """
         if self.step_size is None:
             raise ValueError(
                 f"{self.name}: no step size: bdl.sample adapts it during burn-in; to step the "

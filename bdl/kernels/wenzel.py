@@ -127,14 +127,28 @@ class WenzelSchedule(Wrapper):
         return self.sampling_start * self._epoch()
 
     def cycle_factor(self, step: jax.Array) -> jax.Array:
-        """C(t): 1 before sampling starts, then cosine cycles of L·E steps."""
+        """C(t): 1 before sampling starts, then cosine cycles of L·E steps.
+
+        Args:
+            step: the global step t.
+
+        Returns:
+            C(t).
+        """
         if self.schedule == "flat":
             return jnp.ones(())
         t = jnp.asarray(step) - self.sampling_start_step
         return jnp.where(t >= 0, cosine_cycle(jnp.maximum(t, 0), self.cycle_steps), 1.0)
 
     def temperature_factor(self, step: jax.Array) -> jax.Array:
-        """ρ(t) ∈ [0, 1]: 0, then a linear ramp over R epochs that ends when sampling starts."""
+        """ρ(t) ∈ [0, 1]: 0, then a linear ramp over R epochs that ends when sampling starts.
+
+        Args:
+            step: the global step t.
+
+        Returns:
+            ρ(t).
+        """
         ramp = self.cycle_length if self.ramp_epochs is None else self.ramp_epochs
         ramp = min(ramp, self.sampling_start)
         if ramp == 0:
@@ -160,7 +174,14 @@ class WenzelSchedule(Wrapper):
         return (t >= 0) & (jnp.mod(t + 1, self.cycle_steps) == 0) & self.inner.is_sample(step)
 
     def num_samples(self, num_steps: int) -> int:
-        """Samples a run of ``num_steps`` steps yields (with ``thin=1`` and no burn-in cut)."""
+        """Samples a run of ``num_steps`` steps yields (with ``thin=1`` and no burn-in cut).
+
+        Args:
+            num_steps: the run's steps.
+
+        Returns:
+            The number of draws.
+        """
         return max(0, (num_steps - self.sampling_start_step) // self.cycle_steps)
 
 

@@ -9,8 +9,9 @@ the class and of its Equinox parents (``eqx.field(default=..., kw_only=...)`` an
 of it defines one.
 
 **Inherited docstrings.** A method that overrides a documented one without a docstring of its
-own (``CompiledModel.energy`` of ``Target.energy``, a likelihood's ``distribution``) shows its
-parent's, as ``inspect.getdoc`` and ``help()`` do.
+own (a likelihood's ``distribution``) shows its parent's, as ``inspect.getdoc`` and ``help()``
+do; one whose docstring lacks a section its parent's has (``CompiledModel.energy``, whose
+``Args:`` and ``Returns:`` are ``Target.energy``'s) shows the parent's section.
 
 **Sphinx roles.** bdl's docstrings name other objects with Sphinx roles (``:func:`sample```,
 ``:class:`~bdl.kernels.Recipe```), which Markdown shows as written: they become code spans
@@ -120,24 +121,50 @@ def _code_spans(text: str) -> str:
     return _ROLE.sub(span, text)
 
 
+#: the sections an override may leave to the method it overrides
+INHERITED_SECTIONS = ("Args", "Returns", "Yields", "Raises")
+_SECTION = re.compile(r"^(\w+):\s*$", re.M)
+
+
+def sections(text: str) -> dict[str, str]:
+    """The Google-style sections of a docstring, by title, each with its title line."""
+    found = {}
+    heads = [m for m in _SECTION.finditer(text) if not text[m.start() :].startswith(" ")]
+    for head, after in zip(heads, [*heads[1:], None], strict=False):
+        found[head.group(1)] = text[head.start() : after.start() if after else len(text)].strip()
+    return found
+
+
+def with_inherited_sections(own: str, parent: str) -> str:
+    """``own`` followed by the sections of ``parent`` it lacks (of INHERITED_SECTIONS)."""
+    mine, theirs = sections(own), sections(parent)
+    extra = [theirs[k] for k in INHERITED_SECTIONS if k in theirs and k not in mine]
+    return "\n\n".join([own.rstrip(), *extra]) if extra else own
+
+
 def _inherit_docstrings(cls: Class) -> None:
     parents = _lineage(cls)[:-1][::-1]  # nearest first
     for name, member in cls.members.items():
-        if member.is_alias or not member.is_function or member.docstring is not None:
+        if member.is_alias or not member.is_function:
             continue
         for parent in parents:
             found = parent.members.get(name)
-            if found is not None and not found.is_alias and found.docstring is not None:
-                source = found.docstring
-                member.docstring = griffe.Docstring(
-                    source.value,
-                    lineno=source.lineno,
-                    endlineno=source.endlineno,
-                    parent=member,
-                    parser=source.parser,
-                    parser_options=source.parser_options,
-                )
-                break
+            if found is None or found.is_alias or found.docstring is None:
+                continue
+            source = found.docstring
+            value = source.value
+            if member.docstring is not None:
+                value = with_inherited_sections(member.docstring.value, value)
+                source = member.docstring
+            member.docstring = griffe.Docstring(
+                value,
+                lineno=source.lineno,
+                endlineno=source.endlineno,
+                parent=member,
+                parser=source.parser,
+                parser_options=source.parser_options,
+            )
+            break
 
 
 class BdlDocs(griffe.Extension):

@@ -38,24 +38,7 @@ PyTree = Any
 
 
 class CompiledModel(Target):
-    """U(θ) = −Σ_i log p(y_i | x_i, θ) − log p(θ) on n training examples, tempered at T(t).
-
-    Made by :func:`bdl.compile` from a :class:`bdl.Model` and its data.
-
-    Attributes:
-        n: the number of training examples.
-        batch_size: the minibatch size B.
-        name: the model's name.
-        initial_position: the declared start (no chain axis).
-        x_train: the training inputs.
-        y_train: the training targets.
-        x_test: the test inputs (``None`` without a test split).
-        y_test: the test targets (``None`` without a test split).
-        num_classes: K for a classifier, ``None`` for a regression.
-        model: the declaration compiled.
-        fields_train: the per-example data fields of the training set, by name.
-        fields_test: the per-example data fields of the test set, by name.
-    """
+    """U(θ) = −Σ_i log p(y_i | x_i, θ) − log p(θ) on n training examples, tempered at T(t)."""
 
     x_train: jax.Array
     y_train: jax.Array
@@ -99,14 +82,7 @@ class CompiledModel(Target):
         return sum(int(np.size(x)) for x in jax.tree.leaves(self.initial_position))
 
     def constrain(self, position: PyTree) -> tuple[PyTree, dict[str, jax.Array]]:
-        """Network weights and likelihood parameters in their constrained spaces.
-
-        Args:
-            position: a position in the sampled space.
-
-        Returns:
-            ``(net, lik)``: the network's weights and the likelihood's learned parameters by name.
-        """
+        """Network weights and likelihood parameters in their constrained spaces."""
         hyper = self.constrain_hyper(position)
         leaves = self.net_treedef.flatten_up_to(position["net"])
         net = []
@@ -125,14 +101,7 @@ class CompiledModel(Target):
     def constrain_hyper(self, position: PyTree) -> PyTree:
         """The hierarchical priors' hyper-parameters in their constrained spaces, by name:
         ``{name: {"loc": μ, "scale": σ}}`` (``{name: {leaf: {...}}}`` per leaf or input);
-        ``{}`` when the model has none.
-
-        Args:
-            position: a position in the sampled space.
-
-        Returns:
-            The hyper-parameters by prior name (``{}`` when there are none).
-        """
+        ``{}`` when the model has none."""
         if not self.hyper_groups:
             return {}
         return hierarchical.constrain_hyper(self.hyper_groups, position["hyper"])
@@ -145,16 +114,8 @@ class CompiledModel(Target):
         self, net: PyTree, lik: dict[str, Any] | None = None, hyper: PyTree | None = None
     ) -> PyTree:
         """Inverse of :meth:`constrain`: a position from constrained weights/parameters (and
-        hyper-parameters, by default their starting values, ``initial_hyper``).
-
-        Args:
-            net: the network's weights.
-            lik: the likelihood's learned parameters by name (``None`` when it has none).
-            hyper: the hierarchical priors' hyper-parameters (default their starting values).
-
-        Returns:
-            The position in the sampled space.
-        """
+        hyper-parameters, by default their starting values, :func:`~bdl.dsl.hierarchical.
+        initial_hyper`)."""
         if self.hyper_groups and hyper is None:
             hyper = hierarchical.initial_hyper(self.hyper_groups)
         leaves = self.net_treedef.flatten_up_to(net)
@@ -179,14 +140,7 @@ class CompiledModel(Target):
         return position
 
     def log_prior(self, position: PyTree) -> jax.Array:
-        """log p(θ) in the sampled (unconstrained) space, log-Jacobians included.
-
-        Args:
-            position: a position in the sampled space.
-
-        Returns:
-            The scalar log prior density.
-        """
+        """log p(θ) in the sampled (unconstrained) space, log-Jacobians included."""
         total = jnp.zeros(())
         hyper = self.constrain_hyper(position)
         if self.hyper_groups:
@@ -211,15 +165,7 @@ class CompiledModel(Target):
 
     # ---------------------------------------------------------------- likelihood and energy
     def forward(self, position: PyTree, x: jax.Array) -> jax.Array:
-        """Network outputs f(x; θ) for a batch.
-
-        Args:
-            position: a position pytree (no chain axis).
-            x: a batch of inputs.
-
-        Returns:
-            The network's outputs, one row per input.
-        """
+        """Network outputs f(x; θ) for a batch."""
         net, _ = self.constrain(position)
         return self.adapter.apply(net, x)
 
@@ -247,14 +193,7 @@ class CompiledModel(Target):
         return self.likelihood.log_prob(self.adapter.apply(net, x), y, params)
 
     def energy(self, position: PyTree) -> jax.Array:
-        """U(θ) = −(N/n) Σ_i log p(y_i | x_i, θ) − w(T) log p(θ) (docs/dsl.md, *Tempering*).
-
-        Args:
-            position: a position pytree (no chain axis).
-
-        Returns:
-            The scalar full-data energy.
-        """
+        """U(θ) = −(N/n) Σ_i log p(y_i | x_i, θ) − w(T) log p(θ) (docs/dsl.md, *Tempering*)."""
         return self._energy(position, self._prior_weight(None))
 
     def _energy(self, position: PyTree, prior_weight: Any) -> jax.Array:
@@ -263,15 +202,7 @@ class CompiledModel(Target):
 
     def stochastic_energy(self, position: PyTree, batch: tuple[jax.Array, ...]) -> jax.Array:
         """Ũ(θ) = −(N/|B|) Σ_{i∈B} log p(y_i | x_i, θ) − w(T) log p(θ), N = n unless an
-        effective data-set size is declared, w(T) = 1 unless the likelihood alone is tempered.
-
-        Args:
-            position: a position pytree (no chain axis).
-            batch: a minibatch ``(x, y)`` or ``(x, y, fields)``.
-
-        Returns:
-            The scalar minibatch energy at full-data scale.
-        """
+        effective data-set size is declared, w(T) = 1 unless the likelihood alone is tempered."""
         x, y, *rest = batch
         scale = self.likelihood_weight * self.n / x.shape[0]
         ll = jnp.sum(self.log_likelihood(position, x, y, rest[0] if rest else None))
@@ -292,15 +223,7 @@ class CompiledModel(Target):
         """``(x, y)`` for global step ``step``, or ``(x, y, fields)`` when the likelihood reads
         per-example data fields; ``x`` augmented when the model declares an augmentation (with
         the chain's augmentation keys, :func:`bdl.augment.augment_batch`): every gradient of one
-        step sees the same augmented examples.
-
-        Args:
-            stream: the state :meth:`init_batches` made (or the last call returned).
-            step: the global step.
-
-        Returns:
-            ``(batch, stream)``: the minibatch and the stream's next state.
-        """
+        step sees the same augmented examples."""
         if self.batch_size == self.n:  # full batch: the data as they are, no shuffle, no gather
             batch = self._batch(None)
         else:
@@ -312,15 +235,7 @@ class CompiledModel(Target):
 
     def epoch_batches(self, key: jax.Array) -> tuple[jax.Array, ...]:
         """All n // B minibatches of one epoch, stacked: shapes (n // B, B, ...), augmented
-        when the model declares an augmentation.
-
-        Args:
-            key: the key that shuffles (and augments) the epoch.
-
-        Returns:
-            ``(x, y)`` (and the data fields, when the likelihood reads any) with a leading
-            minibatch axis.
-        """
+        when the model declares an augmentation."""
         perm = jax.random.permutation(key, self.n)[: self.num_batches * self.batch_size]
         idx = perm.reshape(self.num_batches, self.batch_size)
         batch = self._batch(idx)
@@ -354,15 +269,6 @@ class CompiledModel(Target):
     def potential_fn(self, temperature: float | None = None) -> Callable[[PyTree], jax.Array]:
         """NumPyro ``potential_fn`` θ ↦ U(θ)/T at a constant T > 0 (the model's by default), U
         tempered as declared (likelihood only: U/T = −(N/(nT)) Σ_i log p(y_i | x_i, θ) − log p(θ))
-
-        Args:
-            temperature: the constant T > 0 to divide by (default the model's own).
-
-        Returns:
-            The function θ ↦ U(θ)/T, for ``numpyro.infer.NUTS(potential_fn=...)``.
-
-        Raises:
-            ValueError: T is not a constant > 0 (a schedule, or T = 0, and no ``temperature``).
         """
         base = super().potential_fn(temperature)
         if self.model.tempering == "posterior":
@@ -395,9 +301,6 @@ class CompiledModel(Target):
 
         Returns:
             The BMA: class probabilities ``(n, K)`` or the predictive mean.
-
-        Raises:
-            ValueError: draws of another model, no valid draw, or inputs of the wrong shape.
         """
         flat = flatten_draws(self, positions, "positions", x)
         given = check_fields_given(self.likelihood, fields) if fields is not None else {}
@@ -408,16 +311,7 @@ class CompiledModel(Target):
     ) -> jax.Array:
         """E[y | x, θ] at one position: class probabilities (n, K) for classifiers, the mean in
         the targets' shape for regressors; ``fields``: the likelihood's per-example data fields
-        at ``x`` (checked), when it reads any.
-
-        Args:
-            position: a position pytree (no chain axis).
-            x: the inputs.
-            fields: the data fields at ``x`` (``None`` when the likelihood reads none).
-
-        Returns:
-            The predictive mean at each input.
-        """
+        at ``x`` (checked), when it reads any."""
         net, lik = self.constrain(position)
         out = self.adapter.apply(net, x)
         if (
@@ -438,17 +332,7 @@ class CompiledModel(Target):
     ) -> Any:
         """The BMA predictive distribution at ``x``: mean, sd, quantiles and the
         aleatoric/epistemic split for regressors; probabilities, predictive entropy and mutual
-        information for classifiers (:func:`bdl.compile.predictive.predictive`).
-
-        Args:
-            positions: a :class:`bdl.Samples` or positions with leading draw axes.
-            x: the inputs.
-            fields: the data fields at ``x`` (``None`` when the likelihood reads none).
-            quantiles: the levels of the regressors' predictive quantiles.
-
-        Returns:
-            The summary of the predictive distribution at each input.
-        """
+        information for classifiers (:func:`bdl.compile.predictive.predictive`)."""
         return predictive(self, positions, x, fields=fields, quantiles=quantiles)
 
     def log_predictive(
@@ -459,17 +343,7 @@ class CompiledModel(Target):
         fields: dict[str, jax.Array] | None = None,
     ) -> jax.Array:
         """Per-example log of the BMA predictive density, log (1/K) Σ_k p(y_i | x_i, θ_k), over
-        draws as :meth:`predict` takes them.
-
-        Args:
-            positions: a :class:`bdl.Samples` or positions with leading draw axes.
-            x: the inputs.
-            y: their targets.
-            fields: the data fields at ``x`` (``None`` when the likelihood reads none).
-
-        Returns:
-            The log predictive density of each example, shape ``(n,)``.
-        """
+        draws as :meth:`predict` takes them."""
         flat = flatten_draws(self, positions, "positions", x)
         check_targets(self, x, y)
         lls = jax.lax.map(lambda p: self.log_likelihood(p, x, y, fields), flat)
@@ -496,18 +370,6 @@ class CompiledModel(Target):
           declared parameters plus a little noise start every chain in one place (and at a
           non-centred hierarchical model's zeros, where a scale has no curvature at all);
         * a position pytree (shared, or with a leading chain axis).
-
-        Args:
-            key: a random key, split over the chains.
-            num_chains: the size of the chain axis.
-            init: one of the starts above.
-
-        Returns:
-            The positions, each leaf with a leading axis of size ``num_chains``.
-
-        Raises:
-            ValueError: an unknown start, ``"prior"`` with an improper prior, or positions that do
-                not fit the model.
         """
         keys = jax.random.split(key, num_chains)
         if isinstance(init, str):
@@ -542,17 +404,7 @@ class CompiledModel(Target):
     def check_init(self, init: Any, num_chains: int | None) -> None:
         """As :meth:`Target.check_init`; also a start from the declared parameters (``"fixed"``,
         ``"perturbed"``, ``"auto"`` or ``"map"`` without a network initialiser) that is not
-        finite in the sampled space: parameters outside their prior's support.
-
-        Args:
-            init: a named start or a position pytree, as :meth:`init_positions` takes it.
-            num_chains: the number of chains to start, or ``None`` for any.
-
-        Raises:
-            ValueError: ``init`` names no start, its positions do not fit the model, or the declared
-                parameters lie outside their prior's support.
-            TypeError: ``init`` is neither a name nor a pytree of numbers.
-        """
+        finite in the sampled space: parameters outside their prior's support."""
         super().check_init(init, num_chains)
         if init == "network":
             self._check_network_init()

@@ -128,7 +128,7 @@ def sample(
             burn-in and thin; chains and devices; a ``resume`` whose checkpoint disagrees), or
             a start where the energy is not finite.
         TypeError: an argument of the wrong kind (a target that is not compiled, a kernel that
-            is not a kernel).
+            is not a kernel), or no ``num_steps``.
 
     Warns:
         ConvergenceWarning: the kept draws fail the convergence check (R̂, bulk and tail ESS,

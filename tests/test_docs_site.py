@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from browser import needs_chromium, render, serve
 
 import bdl
@@ -149,6 +148,8 @@ def test_the_api_page_shows_signatures_and_examples(site):
 def test_strict_build_fails_on_a_broken_link(tmp_path):
     """The site's own settings (validation, hooks) turn a broken link into a failed build."""
     _require_mkdocs()
+    import yaml  # a dependency of mkdocs
+
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "index.md").write_text("# Home\n\nSee [the kernels](kernels.md).\n")
@@ -173,6 +174,8 @@ def test_strict_build_fails_on_a_docstring_naming_a_missing_parameter(tmp_path):
     """The API reference's settings turn an ``Args:`` entry the signature lacks into a failed
     build (and the same page with the entry right builds)."""
     _require_mkdocs()
+    import yaml  # a dependency of mkdocs
+
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
     handler = config["plugins"][1]["mkdocstrings"]["handlers"]["python"]
     options = dict(handler["options"])

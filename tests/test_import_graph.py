@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("compile", ("bdl.compile",)),
     ("model files", ("bdl.spec", "bdl.model_files")),
     ("kernels", ("bdl.kernels",)),
-    ("sampling", ("bdl.sampling", "bdl.evaluation", "bdl.optimise")),
+    ("sampling", ("bdl.sampling", "bdl.evaluation", "bdl.report", "bdl.optimise")),
     ("validation and meta-learning", ("bdl.validation", "bdl.meta")),
     ("command line", ("bdl.cli",)),
 )

@@ -27,6 +27,7 @@ from bdl.cli.options import (
     parse_options,
     run_lengths,
 )
+from bdl.cli.report_option import add_report_argument, check_report_path, write_report
 
 if TYPE_CHECKING:
     from bdl.sampling import Samples
@@ -150,6 +151,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="model option passed to build() (repeatable), e.g. --option depth=3",
     )
+    add_report_argument(p, default_path=False)
     p.set_defaults(run=run)
 
 
@@ -192,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
         args.out = process_path(args.out, *processes)
     if args.out is not None:
         check_output_path(args.out)  # before any work: a bad --out must not cost the run
+    check_report_path(args.report)
     if args.curve is not None and args.curve.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise ValueError(f"--curve {args.curve}: give a .png, .pdf or .svg file name.")
     if args.resume is not None:
@@ -294,6 +297,8 @@ def run(args: argparse.Namespace) -> int:
         if args.out is not None:
             samples.save(args.out)
             print(f"run (no draws) written to {args.out}")
+        if args.report is not None:
+            write_report(samples, args.report, target)
         return exit_status(samples)
     if samples.num_draws == 0:
         if not samples.interrupted:
@@ -311,6 +316,8 @@ def run(args: argparse.Namespace) -> int:
             "no chain ran to the end without diverging: no summary (the draws before each "
             "divergence are in samples.valid" + (f", saved in {args.out})." if args.out else ").")
         )
+    if args.report is not None:
+        write_report(samples, args.report, target)
     return exit_status(samples)
 
 
@@ -475,23 +482,3 @@ def adapted_line(adapted: dict) -> str:
         m = np.concatenate([np.ravel(x) for x in jax.tree.leaves(adapted["mass"])])
         parts.append(f"mass from {m.min():.3g} to {m.max():.3g}")
     return "; ".join(parts)
-
-
-def save(samples: Samples, path: Path) -> None:
-    import jax
-    import numpy as np
-
-    from bdl.utils.trees import leaf_paths
-
-    if path.suffix == ".nc":
-        samples.to_arviz().to_netcdf(str(path))
-        return
-    arrays = {
-        f"position/{k}": np.asarray(v)
-        for k, v in zip(
-            leaf_paths(samples.positions), jax.tree.leaves(samples.positions), strict=True
-        )
-    }
-    arrays.update({f"info/{k}": v for k, v in samples.info.items()})
-    arrays["steps"] = samples.steps
-    np.savez(path, **arrays)

@@ -21,6 +21,7 @@ from bdl.cli.options import (
     parse_options,
     run_lengths,
 )
+from bdl.cli.report_option import add_report_argument, check_report_path, write_report
 
 #: figure formats the plot is written in (by its suffix)
 PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
@@ -53,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="figure path (default: bdl-output/validate_MODEL_KERNEL.png)",
     )
+    add_report_argument(p, default_path=True)
     p.set_defaults(run=run)
 
 
@@ -78,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         "NUTS draws per chain",
     )
     check_plot(args.plot)
+    check_report_path(args.report)
     hyper = parse_options(args.hyper, "--hyper")
     spec = load_spec(args.model, **parse_options(args.option, "--option"))
     lengths = run_lengths(args, spec)
@@ -107,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(report)
     print(f"plot: {report.plot}")
+    if args.report is not None:
+        default = Path("bdl-output") / f"validate_{target.name}_{args.kernel}.html"
+        write_report(report.samples, args.report, target, report, default)
     verdict = report.samples.convergence
     if verdict is not None and not verdict.ok:  # the failing rows' reason, and what to change
         print(

@@ -264,6 +264,35 @@ class Samples:
         """
         return save_samples(self, path)
 
+    def report(
+        self,
+        path: str | os.PathLike,
+        target: Any = None,
+        *,
+        validation: Any = None,
+        quantities: int = 6,
+    ) -> Path:
+        """Write the run report: one self-contained HTML file (docs/report.md) with the run's
+        settings, the convergence verdict, trace and rank plots of the worst quantities by R̂,
+        divergences and run-aways, the adapted hyper-parameters, kinetic and configurational
+        temperatures and, where they apply, the comparison with NUTS and the held-out BMA.
+
+        Args:
+            path: the ``.html`` file to write.
+            target: the compiled model the draws came from (a network's function-space traces,
+                the configurational temperature and the held-out BMA need it).
+            validation: what :func:`bdl.validate` returned, to add the comparison with NUTS.
+            quantities: how many quantities (the worst by R̂) to plot.
+
+        Returns:
+            the path written.
+        """
+        from bdl.report.write import write_report
+
+        return write_report(
+            self, path, target=target, validation=validation, quantities=quantities
+        )
+
     def __repr__(self) -> str:
         state = ", interrupted" if self.interrupted else ""
         if np.any(self.diverged):

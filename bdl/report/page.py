@@ -81,7 +81,7 @@ def figure(fig: Any, name: str, caption: str, dpi: int = 80) -> str:
 
     buffer = io.BytesIO()
     try:
-        fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+        fig.savefig(buffer, format="png", dpi=dpi)
     finally:
         plt.close(fig)
     return image(buffer.getvalue(), name, caption)

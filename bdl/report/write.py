@@ -106,7 +106,8 @@ def _verdict(samples: Any, verdict: Any, validation: Any) -> tuple[str, bool | N
         good = False
     runaway = getattr(samples, "runaway", None)
     if runaway is not None and any(bool(r) for r in runaway):
-        bits.append(f"{int(sum(bool(r) for r in runaway))} run-away chains")
+        count = int(sum(bool(r) for r in runaway))
+        bits.append(f"{count} run-away chain{'s' if count != 1 else ''}")
         good = False
     if validation is not None:
         bits.append("validation " + ("PASS" if validation.passed else "FAIL"))

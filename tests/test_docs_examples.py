@@ -1,7 +1,8 @@
 """The code in README.md and the runnable blocks of docs/ execute as written (so they cannot rot).
 
 * README.md: its ```python block runs with the long run ``num_steps=5_000, burn_in=1_000,
-  thin=100`` replaced by a short one, and must print a test accuracy in [0, 1].
+  thin=100`` replaced by a short one, in a temporary directory, and must print a labelled test
+  accuracy in [0, 1] and the convergence verdict, and write its run report.
 * docs/*.md: every ```python block directly preceded by the line ``<!-- runnable -->`` runs in a
   fresh namespace (the convention is stated in docs/dsl.md).
 """
@@ -65,16 +66,22 @@ def _runnable() -> list:
     return params
 
 
-def test_readme_example_runs():
-    """The README example, shortened, trains and prints a BMA test accuracy."""
+def test_readme_example_runs(tmp_path, monkeypatch):
+    """The README example, shortened, trains, prints a labelled BMA test accuracy and the
+    convergence verdict, and writes its run report."""
     blocks = python_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
     assert len(blocks) == 1, "README.md should hold exactly one ```python block"
     code = blocks[0][1]
     assert README_RUN in code, f"README example no longer contains {README_RUN!r}; update this test"
+    monkeypatch.chdir(tmp_path)  # the example writes run.html where it runs
     printed = run_block(code.replace(README_RUN, SHORT_RUN), "README.md")
-    accuracy = float(printed.strip().splitlines()[-1])
+    found = re.search(r"^BMA test accuracy: ([0-9.]+) \(4 chains x \d+ draws\)$", printed, re.M)
+    assert found, f"the README example should print 'BMA test accuracy: …'; printed {printed!r}"
+    accuracy = float(found.group(1))
     assert 0.0 <= accuracy <= 1.0
     assert accuracy > 0.5  # 10 classes: chance is 0.1; a short SGHMC run reaches ~0.9
+    assert re.search(r"^convergence: (ok|NOT CONVERGED): max R̂", printed, re.M), printed
+    assert (tmp_path / "run.html").stat().st_size > 10_000
 
 
 def test_some_doc_blocks_are_runnable():

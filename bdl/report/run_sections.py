@@ -23,13 +23,7 @@ def settings_parts(samples: Any, target: Any, version: str) -> list[str]:
     settings = dict(meta.get("settings", {}))
     kernel = meta.get("kernel", {})
     model = meta.get("model") or getattr(target, "name", None) or "(not recorded)"
-    rows: list[list[Any]] = [
-        ["model", model],
-        ["kernel", samples.kernel],
-    ]
-    if isinstance(kernel, dict) and kernel:
-        hyper = kernel.get("hyper", kernel)
-        rows.append(["kernel description", json.dumps(hyper, default=str, sort_keys=True)])
+    rows: list[list[Any]] = [["model", model], ["kernel", samples.kernel]]
     for key in ("seed", "num_steps", "burn_in", "thin", "num_chains", "init", "augment"):
         if key in settings:
             rows.append([key.replace("_", " "), settings[key]])
@@ -43,7 +37,14 @@ def settings_parts(samples: Any, target: Any, version: str) -> list[str]:
         ["Python", platform.python_version()],
         ["report written", datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")],
     ]
-    parts = [table(["setting", "value"], rows)]
+    if len(rows) % 2:
+        rows.append(["", ""])
+    half = len(rows) // 2  # two settings per row: the table is half as tall
+    paired = [[*a, *b] for a, b in zip(rows[:half], rows[half:], strict=True)]
+    parts = [table(["setting", "value", "setting", "value"], paired)]
+    if isinstance(kernel, dict) and kernel:
+        described = json.dumps(kernel.get("hyper", kernel), default=str, sort_keys=True)
+        parts.append(paragraph(f"kernel as run: {described}", "note"))
     if not meta:
         parts.append(note("these draws carry no run record (Samples.meta is empty)."))
     return parts

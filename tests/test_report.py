@@ -241,3 +241,19 @@ def test_chromium_shows_every_section_and_figure(chromium, report, tmp_path):
     assert set(shown) >= CORE_FIGURES, shown
     assert len(shown) == len(parse(report).figures)
     assert (tmp_path / "shot.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.slow
+def test_cli_sample_and_validate_write_their_reports(tmp_path, monkeypatch):
+    monkeypatch.setenv("BDL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    run = ["--kernel", "sghmc", "--steps", "1200", "--burn-in", "200", "--thin", "10"]
+    status = main(["sample", "linear_regression", *run, "--chains", "2", "--report", "run.html"])
+    assert status in (0, 4)  # 4: not converged, said in the report
+    check_self_contained(parse(tmp_path / "run.html"))
+    status = main(["validate", "linear_regression", *run, "--nuts-warmup", "300",
+                   "--nuts-samples", "300", "--report"])  # fmt: skip
+    assert status in (0, 1)
+    parsed = parse(tmp_path / "bdl-output" / "validate_linear_regression_sghmc.html")
+    check_self_contained(parsed)
+    assert {"marginals", "validation-plot"} <= set(parsed.figures)

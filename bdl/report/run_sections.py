@@ -150,7 +150,12 @@ def adapted_parts(samples: Any) -> list[str]:
         ):
             head.append(key.replace("_", " "))
             columns.append([float(v) for v in leaves[0]])
-        else:  # a mass: its range per chain over every coordinate
+        elif key == "inverse_mass":  # dense, (chains, d, d): its diagonal's range per chain
+            diagonal = np.diagonal(leaves[0], axis1=-2, axis2=-1)
+            head.append("inverse mass (dense: diagonal min … max)")
+            columns.append([f"{lo:.3g} … {hi:.3g}" for lo, hi in zip(
+                diagonal.min(axis=1), diagonal.max(axis=1), strict=True)])  # fmt: skip
+        else:  # a diagonal mass: its range per chain over every coordinate
             per_chain = [a.reshape(samples.num_chains, -1) for a in leaves]
             stacked = np.concatenate(per_chain, axis=1)
             head.append(f"{key.replace('_', ' ')} (min … max)")

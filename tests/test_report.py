@@ -96,7 +96,9 @@ def test_a_report_holds_every_section_and_figure(report, samples):
     assert set(parsed.figures) >= CORE_FIGURES, parsed.figures
     text = " ".join(parsed.text)
     assert "linear_regression" in text and "sghmc" in text
-    assert f"seed{3}" in text.replace(" ", "") or "seed" in text
+    raw = report.read_text(encoding="utf-8")
+    for setting, value in (("seed", 3), ("num steps", 1200), ("burn in", 200), ("thin", 10)):
+        assert f'<td>{setting}</td><td class="num">{value}</td>' in raw, setting
     verdict = samples.convergence
     assert verdict is not None and verdict.summary() in text
     assert "bdl version" in text and "R̂" in text and "bulk ESS" in text

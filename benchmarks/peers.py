@@ -611,7 +611,7 @@ def compile_check() -> dict[str, Any]:
         results[which] = result
         first, second = result["first"], result["second"]
         target = COMPILE_TARGETS[which]
-        check = sum(name in CHECK_PROGRAMS for name in first["names"])
+        check = sum(any(p in name for p in CHECK_PROGRAMS) for name in first["names"])
         run = first["programs"] - check
         kernel = 'get("sghmc")' if which == "adapted" else f'get("sghmc", step_size={H})'
         print(

@@ -3,6 +3,7 @@
 a clear error naming the argument, before anything is compiled (tests/bad_input.py); a start at
 which the energy is not finite is refused before sampling, naming the rows or the prior."""
 
+import warnings
 from types import SimpleNamespace
 
 import jax
@@ -415,6 +416,29 @@ def test_a_start_where_the_network_returns_nan_names_the_rows(kernel, batch_size
     message = str(info.value)
     assert message.startswith("chains 0, 1 cannot start"), message
     assert "the network returns NaN or ±inf for rows [7, 12] of x_train" in message, message
+
+
+def test_a_default_start_whose_prior_draw_overflows_starts_from_the_declared_parameters():
+    """A Poisson regression with a wide prior: some prior draws of w give exp(x·w) = inf, so
+    the energy there is not finite. init="prior" is refused naming those chains; the default
+    start gives them the declared parameters plus noise instead, and the run starts."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(N, 2)).astype(np.float32) * 30.0
+    y = rng.poisson(1.0, size=N).astype(np.float32)
+    model = bdl.Model(
+        lambda p, x: x @ p["w"],
+        bdl.Poisson(),
+        prior=bdl.Normal(10.0),
+        params={"w": np.zeros(2, np.float32)},
+    )
+    target = bdl.compile(model, (x, y))
+    run = dict(num_steps=20, num_chains=8, seed=0, progress=False)
+    with pytest.raises(ValueError, match="cannot start"):
+        bdl.sample(target, bdl.kernels.sgld(1e-6), init="prior", **run)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bdl.ConvergenceWarning)
+        samples = bdl.sample(target, bdl.kernels.sgld(1e-6), **run)
+    assert not samples.diverged.any()
 
 
 def test_a_start_where_the_gradient_is_not_finite_names_the_rows():

@@ -1,7 +1,9 @@
 """A run's start: every chain's position, kernel state, minibatch stream and key, and its first
 warm-up values, in one compiled program, which also evaluates the full-data energy at every
 chain's start (:func:`bdl.compile.start_check.start_value_is_finite`): a start where it is not
-finite is refused before sampling, naming the rows of the data or the prior responsible.
+finite is refused before sampling, naming the rows of the data or the prior responsible. With
+``init="auto"``, a chain whose default start (a prior draw, say) is not finite starts from the
+declared parameters plus noise (``"perturbed"``) instead.
 
 ``jax.random.key(seed)`` is split into four keys: the starting positions, the kernel states, the
 minibatch streams and the per-chain run keys. Every chain's start and keys come from the seed
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from bdl.compile.start_check import explain_start, start_value_is_finite
@@ -58,6 +61,22 @@ def start_chains(
     return out, chain_keys
 
 
+def _finite_or_perturbed(
+    target: Target, positions: Any, key: jax.Array, num_chains: int
+) -> Any:
+    """``init="auto"``'s positions, with the ``"perturbed"`` start (the declared parameters plus
+    a little noise) for every chain whose energy is not finite at its ``"auto"`` draw: a prior
+    draw can reach where the likelihood overflows (exp(x·w) of a Poisson regression), which is no
+    reason to refuse a default start."""
+    finite = jax.lax.map(lambda p: start_value_is_finite(target, p), positions)
+    fallback = target.init_positions(key, num_chains, "perturbed")
+
+    def pick(drawn: jax.Array, declared: jax.Array) -> jax.Array:
+        return jnp.where(finite.reshape(-1, *([1] * (drawn.ndim - 1))), drawn, declared)
+
+    return jax.tree.map(pick, positions, fallback)
+
+
 @owner_jit
 def _start(
     target: Target,
@@ -72,6 +91,8 @@ def _start(
     k_init, k_kernel, k_batch, k_run = jax.random.split(key, 4)
     with initialisation_draws():
         positions = target.init_positions(k_init, num_chains, init)
+        if isinstance(init, str) and init == "auto" and "perturbed" in target.INITS:
+            positions = _finite_or_perturbed(target, positions, k_init, num_chains)
     states = jax.vmap(kernel.init)(positions, jax.random.split(k_kernel, num_chains))
     streams = jax.vmap(target.init_batches)(jax.random.split(k_batch, num_chains))
     chain_keys = jax.random.split(k_run, num_chains)

@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "Samples": "bdl.sampling",
     "ConvergenceWarning": "bdl.sampling",
     "DivergenceWarning": "bdl.sampling",
+    "RunawayWarning": "bdl.sampling",
     "StudentT": "bdl.dsl",
     "compile": "bdl.compile.compiler",
     "enable_compilation_cache": "bdl.compilation_cache",
@@ -70,6 +71,7 @@ __all__ = [
     "Poisson",
     "Potential",
     "Prior",
+    "RunawayWarning",
     "Samples",
     "StudentT",
     "augment",
@@ -138,6 +140,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from bdl.sampling import (
         ConvergenceWarning,
         DivergenceWarning,
+        RunawayWarning,
         Samples,
         load_samples,
         make_mesh,

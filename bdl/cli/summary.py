@@ -70,7 +70,8 @@ def convergence_lines(samples: Any) -> list[str]:
 
 
 def exit_status(samples: Any) -> int:
-    """``bdl sample``'s exit status: 130 interrupted, else 3 when a chain diverged, else
+    """``bdl sample``'s exit status: 130 interrupted, else 3 when a chain diverged, ran away or
+    ran hot (``samples.runaway``), else
     :data:`NOT_CONVERGED` (4) when the draws failed the convergence check, else 0; the
     divergence and the failed verdict are reported on stderr first."""
     if samples.interrupted:
@@ -80,5 +81,8 @@ def exit_status(samples: Any) -> int:
         print(f"bdl sample: warning: {samples.convergence.report()}", file=sys.stderr)
     if np.any(samples.diverged):
         print(f"bdl sample: warning: {samples.divergence_report()}", file=sys.stderr)
+    if np.any(samples.runaway):
+        print(f"bdl sample: warning: {samples.runaway_report()}", file=sys.stderr)
+    if np.any(samples.diverged) or np.any(samples.runaway):
         return 3
     return NOT_CONVERGED if unconverged else 0

@@ -6,8 +6,9 @@ from bdl.sampling.layout import make_mesh
 from bdl.sampling.loading import load_samples
 from bdl.sampling.loop_options import LoopOptions
 from bdl.sampling.merge import merge_samples
+from bdl.sampling.runaway import runaway_chains
 from bdl.sampling.sample import sample
-from bdl.sampling.samples import ConvergenceWarning, DivergenceWarning, Samples
+from bdl.sampling.samples import ConvergenceWarning, DivergenceWarning, RunawayWarning, Samples
 from bdl.sampling.storage import check_output_path
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "DivergenceWarning",
     "FixedChunks",
     "LoopOptions",
+    "RunawayWarning",
     "Samples",
     "TimedChunks",
     "check_convergence",
@@ -23,5 +25,6 @@ __all__ = [
     "load_samples",
     "make_mesh",
     "merge_samples",
+    "runaway_chains",
     "sample",
 ]

@@ -108,6 +108,9 @@ def merge_samples(parts: Sequence[Samples | str | os.PathLike], *, target: Any =
         interrupted=any(s.interrupted for s in loaded),
         diverged=joined(*(s.diverged for s in loaded)),
         divergence_step=joined(*(s.divergence_step for s in loaded)),
+        runaway=joined(*(s.runaway for s in loaded)),
+        runaway_step=joined(*(s.runaway_step for s in loaded)),
+        runaway_reason=[r for s in loaded for r in s.runaway_reason],
         adapted=adapted,
         meta={**first.meta, "layout": layout},
     )

@@ -212,6 +212,7 @@ def _assemble(file: Path, header: dict[str, Any], fetch: Fetch, like: PyTree | N
     if trees.get("evaluation") is not None:  # files of runs that evaluated while sampling
         evaluation = BMAEvaluation.from_dict(_decode(trees["evaluation"], leaf))
     convergence = header.get("convergence")  # absent from files written before the check
+    runaway = _runaway(file, header.get("runaway"))  # absent from files written before it
     return Samples(
         positions=tree(trees["position"]),
         extra={k: tree(v) for k, v in trees["extra"].items()},
@@ -227,7 +228,27 @@ def _assemble(file: Path, header: dict[str, Any], fetch: Fetch, like: PyTree | N
         evaluation=evaluation,
         kept_draws=bool(header.get("kept_draws", True)),
         convergence=None if convergence is None else _convergence(file, convergence),
+        **runaway,
     )
+
+
+def _runaway(file: Path, record: Any) -> dict[str, Any]:
+    """The saved run-away flags as ``Samples`` fields ({} when the file has none), or a
+    :class:`SamplesFileError`."""
+    if record is None:
+        return {}
+    try:
+        flags = np.asarray(record["flags"], bool)
+        steps = np.asarray(record["steps"], np.int64)
+        reasons = [str(r) for r in record["reasons"]]
+        if not flags.ndim == steps.ndim == 1 or not flags.size == steps.size == len(reasons):
+            raise ValueError("flags, steps and reasons differ in length")
+    except (TypeError, ValueError, KeyError) as err:
+        raise SamplesFileError(
+            f"{str(file)!r}: its run-away record cannot be read ({err}); the file is corrupt: "
+            "write it again with Samples.save."
+        ) from None
+    return {"runaway": flags, "runaway_step": steps, "runaway_reason": reasons}
 
 
 def _convergence(file: Path, record: Any) -> Convergence:

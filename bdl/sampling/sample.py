@@ -39,6 +39,7 @@ from bdl.sampling.loop_options import resolve as resolve_loop
 from bdl.sampling.program import Programs
 from bdl.sampling.progress import Progress
 from bdl.sampling.provenance import run_meta
+from bdl.sampling.runaway import flag_runaway
 from bdl.sampling.samples import DivergenceWarning, Samples
 from bdl.sampling.start import start_chains
 from bdl.sampling.stream import StreamWriter
@@ -263,6 +264,7 @@ def sample(
             DivergenceWarning,
             stacklevel=3,  # past the wrapper that releases the checkpoint's lock
         )
+    result = flag_runaway(result, target)  # chains that ran away or ran hot, and their warning
     return checked(result, target)  # the convergence verdict, and its warning when it fails
 
 

@@ -23,6 +23,13 @@ class DivergenceWarning(UserWarning):
     (:meth:`Samples.flat` and the predictive leave them out)."""
 
 
+class RunawayWarning(DivergenceWarning):
+    """Issued by :func:`bdl.sample` when a chain ran away or ran hot while staying finite: its
+    energy or parameter norm kept growing through the sampling phase, or its configurational
+    temperature is above T beyond its sampling error (``samples.runaway``; docs/sampling.md,
+    "Run-away and hot chains"). A :class:`DivergenceWarning`, so a filter on that catches it."""
+
+
 class ConvergenceWarning(UserWarning):
     """Issued by :func:`bdl.sample` when its draws fail the convergence check
     (``samples.convergence``: R̂, bulk and tail ESS, stuck chains); the message names the worst
@@ -46,6 +53,12 @@ class Samples:
         diverged: per chain, whether a step gave a non-finite energy, gradient or state; the
             chain was then frozen at its state at the start of that draw.
         divergence_step: per chain, the step at which it diverged (−1: never).
+        runaway: per chain, whether it ran away or ran hot while staying finite
+            (:mod:`bdl.sampling.runaway`): its energy or ‖θ‖ kept growing through the kept
+            draws, or its configurational temperature is above T beyond its sampling error.
+            All ``False`` when nothing was tested (no draws kept, draws assembled by hand).
+        runaway_step: per chain, the step of the first draw counted as run away (−1: never).
+        runaway_reason: per chain, what was seen (``""``: nothing).
         adapted: the values warm-up adaptation chose per chain (``step_size``, ``friction``,
             ``mass`` or ``inverse_mass``), or ``None`` when the kernel had its own step size.
         meta: where the draws came from, JSON-able: the model's name, the kernel
@@ -77,12 +90,21 @@ class Samples:
     evaluation: Any = None
     kept_draws: bool = True
     convergence: Convergence | None = None
+    runaway: np.ndarray | None = None
+    runaway_step: np.ndarray | None = None
+    runaway_reason: list[str] | None = None
 
     def __post_init__(self) -> None:
         if self.diverged is None:
             object.__setattr__(self, "diverged", np.zeros(self.num_chains, bool))
         if self.divergence_step is None:
             object.__setattr__(self, "divergence_step", np.full(self.num_chains, -1, np.int64))
+        if self.runaway is None:
+            object.__setattr__(self, "runaway", np.zeros(self.num_chains, bool))
+        if self.runaway_step is None:
+            object.__setattr__(self, "runaway_step", np.full(self.num_chains, -1, np.int64))
+        if self.runaway_reason is None:
+            object.__setattr__(self, "runaway_reason", [""] * self.num_chains)
 
     @property
     def num_chains(self) -> int:
@@ -116,6 +138,20 @@ class Samples:
         return (
             f"{bad.size} of {self.num_chains} chains diverged ({where}): a non-finite energy, "
             "gradient or state; their draws up to then are kept, later ones excluded."
+        )
+
+    def runaway_report(self) -> str:
+        """The chains that ran away or ran hot, each with its step and reason ('' when none)."""
+        bad = np.flatnonzero(self.runaway)
+        if bad.size == 0:
+            return ""
+        where = "; ".join(
+            f"chain {c} from step {int(self.runaway_step[c])}: {self.runaway_reason[c]}"
+            for c in bad
+        )
+        return (
+            f"{bad.size} of {self.num_chains} chains ran away or ran hot while staying finite "
+            f"({where}); their draws are not draws of the posterior."
         )
 
     def flat(
@@ -297,6 +333,8 @@ class Samples:
         state = ", interrupted" if self.interrupted else ""
         if np.any(self.diverged):
             state += f", diverged={np.flatnonzero(self.diverged).tolist()}"
+        if np.any(self.runaway):
+            state += f", runaway={np.flatnonzero(self.runaway).tolist()}"
         if self.convergence is not None:
             state += ", converged" if self.convergence.ok else ", NOT converged"
         draws = self.num_draws if self.kept_draws else "not kept"

@@ -164,6 +164,13 @@ def _record(samples: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         "convergence": None
         if getattr(samples, "convergence", None) is None
         else samples.convergence.as_dict(),
+        # run-away and hot chains (bdl.sampling.runaway): per chain, flag, step and reason;
+        # files written before the check lack the entry, and load with nothing flagged
+        "runaway": {
+            "flags": [bool(f) for f in np.asarray(samples.runaway)],
+            "steps": [int(t) for t in np.asarray(samples.runaway_step)],
+            "reasons": [str(r) for r in samples.runaway_reason],
+        },
         "trees": trees,
     }
     try:

@@ -187,7 +187,9 @@ def validate(
         "= 0",
         healthy.size == samples.num_chains,
     )
-    converged = convergence_rows(samples.convergence)
+    runaway = int(np.count_nonzero(samples.runaway))
+    ran_away = Row("run-away or hot chains", float(runaway), None, "= 0", runaway == 0)
+    converged = [ran_away, *convergence_rows(samples.convergence)]
     if healthy.size == 0:
         rows = [diverged]
     elif any(r.passed is False for r in converged):  # no draws of anything yet: not compared

@@ -1,0 +1,219 @@
+"""Run-away and hot chains, found after every run: :func:`runaway_chains` tests each chain's
+kept draws (:mod:`bdl.diagnostics.runaway`: growth of the energy while above T, and the
+configurational temperature against T), and :func:`flag_runaway` stores the verdict in
+``samples.runaway``, ``samples.runaway_step`` and ``samples.runaway_reason`` and warns
+(:class:`~bdl.sampling.samples.RunawayWarning`) naming the chains.
+
+**What is tested.** Chains that did not diverge (a diverged chain has its own flag). Per chain,
+the tested draws are evenly spaced over its kept draws at a temperature above zero (at least
+four): the heat test reads the later half of them (a chain that was hot and is cooling is judged
+where it ended), the growth test all of them when there are at least
+:data:`~bdl.diagnostics.runaway.MIN_DRAWS`. Nothing is tested for a run that kept no draws.
+
+**Cost.** Both tests need the full-data energy U and gradient ∇U at the tested draws: per chain
+at most :func:`heat_draws` draws, so that they cost at most :data:`COST_SHARE` of the run's own
+gradient work (each full-data gradient counts n/B minibatch gradients), and never fewer than
+:data:`MIN_HEAT_DRAWS` or more than :data:`MAX_HEAT_DRAWS`. They are computed :data:`CHUNK`
+draws per call of one compiled program (one per model).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bdl.compile.target import Target
+from bdl.diagnostics.runaway import MIN_DRAWS, growth, heat
+from bdl.sampling.samples import RunawayWarning, Samples
+from bdl.utils.owner_jit import owner_jit
+
+__all__ = [
+    "CHUNK",
+    "COST_SHARE",
+    "MAX_HEAT_DRAWS",
+    "MIN_HEAT_DRAWS",
+    "flag_runaway",
+    "heat_draws",
+    "runaway_chains",
+]
+
+#: the share of the run's gradient work the heat test may spend, at most (above MIN_HEAT_DRAWS)
+COST_SHARE = 0.05
+#: fewest draws per chain the heat test reads (when the chain has that many)
+MIN_HEAT_DRAWS = 16
+#: most draws per chain the heat test reads
+MAX_HEAT_DRAWS = 64
+#: draws per call of the gradient program
+CHUNK = 32
+#: the tests per chain the false-alarm rate is split over: growth, heat
+TESTS_PER_CHAIN = 2
+
+
+def heat_draws(target: Target, steps: int, draws: int) -> int:
+    """How many draws per chain the heat test reads: full-data gradients worth at most
+    :data:`COST_SHARE` of ``steps`` minibatch gradients, within
+    [:data:`MIN_HEAT_DRAWS`, :data:`MAX_HEAT_DRAWS`], and at most ``draws``."""
+    batch = int(getattr(target, "batch_size", target.n) or target.n)
+    afford = int(COST_SHARE * steps * batch / max(target.n, 1))
+    return int(min(draws, MAX_HEAT_DRAWS, max(MIN_HEAT_DRAWS, afford)))
+
+
+def runaway_chains(
+    samples: Samples, target: Target
+) -> tuple[np.ndarray, np.ndarray, list[str]] | None:
+    """Per chain: whether it ran away or ran hot, the step from which, and why
+    (:mod:`bdl.diagnostics.runaway`); ``None`` when nothing could be tested (no draws kept)."""
+    if not isinstance(samples, Samples):
+        raise TypeError(f"runaway_chains needs a bdl.Samples; got {type(samples).__name__}.")
+    if not isinstance(target, Target):
+        raise TypeError(
+            "runaway_chains(target=...) must be the compiled model the draws came from; got "
+            f"{type(target).__name__}."
+        )
+    chains, draws = samples.num_chains, samples.num_draws
+    if not samples.kept_draws or draws == 0 or chains == 0:
+        return None
+    flags = np.zeros(chains, bool)
+    where = np.full(chains, -1, np.int64)
+    reasons = [""] * chains
+    steps = np.asarray(samples.steps)
+    tests = TESTS_PER_CHAIN * chains
+    tested = [c for c in range(chains) if not samples.diverged[c]]
+    size = sum(int(np.prod(np.shape(a)[2:])) for a in jax.tree.leaves(samples.positions))
+    found: dict[int, list[tuple[int, str]]] = {c: [] for c in tested}
+    temperature = _temperatures(samples, target)
+    count = heat_draws(target, samples.steps_done, draws)
+    picks = {c: _spread(np.flatnonzero(temperature[c] > 0), count) for c in tested}
+    picks = {c: p for c, p in picks.items() if p.size >= 4}
+    norms = _norms(samples.positions)
+    for c, (virial, energy) in _at_draws(target, samples.positions, picks).items():
+        at, later = picks[c], picks[c].size // 2
+        hot = heat(virial[later:] / temperature[c, at[later:]], size, tests)
+        if hot.flagged:
+            found[c].append((int(steps[at[later + hot.index]]), hot.detail))
+        u = energy / temperature[c, at]
+        if at.size < MIN_DRAWS or not np.all(np.isfinite(u)) or not hot.statistic > 1.0:
+            continue  # too few draws, a divergence, or a chain still warming up (below T)
+        grew = growth(u, size, tests)
+        if grew.flagged:
+            third = at.size // 3
+            found[c].append((
+                int(steps[at[grew.index]]),
+                f"{grew.detail}, while its configurational temperature is "
+                f"{hot.statistic:.3g}·T, above T (a chain that grows towards π_T is below T); "
+                f"‖θ‖ went from {norms[c, at[:third]].mean():.3g} to "
+                f"{norms[c, at[-third:]].mean():.3g}",
+            ))  # fmt: skip
+    for c, seen in found.items():
+        if seen:
+            flags[c] = True
+            where[c] = min(step for step, _ in seen)
+            reasons[c] = "; ".join(detail for _, detail in seen)
+    return flags, where, reasons
+
+
+def flag_runaway(samples: Samples, target: Target) -> Samples:
+    """``samples`` with ``runaway``, ``runaway_step`` and ``runaway_reason`` set
+    (:func:`runaway_chains`), and a :class:`RunawayWarning` naming the flagged chains. A check
+    that raises is reported (``RuntimeWarning``) rather than losing the run's draws."""
+    try:
+        verdict = runaway_chains(samples, target)
+    except Exception as err:  # the draws matter more than their check
+        warnings.warn(
+            f"the run-away check of the draws failed ({type(err).__name__}: {err}); "
+            "samples.runaway is unset. Check them with bdl.sampling.runaway_chains.",
+            RuntimeWarning,
+            stacklevel=4,  # past bdl.sample and the wrapper that releases its checkpoint
+        )
+        return samples
+    if verdict is None:
+        return samples
+    flags, where, reasons = verdict
+    result = dataclasses.replace(
+        samples, runaway=flags, runaway_step=where, runaway_reason=reasons
+    )
+    if flags.any():
+        warnings.warn(
+            result.runaway_report() + " docs/troubleshooting.md says what to change.",
+            RunawayWarning,
+            stacklevel=4,
+        )
+    return result
+
+
+def _norms(positions: Any) -> np.ndarray:
+    """‖θ‖ of every draw, (chains, draws), in float64."""
+    total = 0.0
+    for leaf in jax.tree.leaves(positions):
+        a = np.asarray(leaf, np.float64)
+        total = total + np.sum(np.square(a.reshape(*a.shape[:2], -1)), axis=-1)
+    return np.sqrt(total)
+
+
+def _temperatures(samples: Samples, target: Target) -> np.ndarray:
+    """T_t of every draw, (chains, draws): the recorded one, else the target's constant T."""
+    shape = (samples.num_chains, samples.num_draws)
+    recorded = samples.info.get("temperature")
+    if recorded is not None and np.shape(recorded) == shape:
+        return np.asarray(recorded, np.float64)
+    constant = target.constant_temperature()
+    return np.full(shape, 0.0 if constant is None else float(constant))
+
+
+def _spread(indices: np.ndarray, count: int) -> np.ndarray:
+    """At most ``count`` of ``indices``, evenly spaced, in order."""
+    if indices.size <= count:
+        return indices
+    return indices[np.unique(np.linspace(0, indices.size - 1, count).round().astype(int))]
+
+
+def _at_draws(
+    target: Target, positions: Any, picks: dict[int, np.ndarray]
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per chain, at its picked draws: (θ_t − θ̄)·∇U(θ_t)/d (θ̄: the mean of the later half of
+    them) and U(θ_t), in float64, with the full-data energy and gradient."""
+    if not picks:
+        return {}
+    rows = [(c, int(i)) for c, idx in picks.items() for i in idx]
+    leaves = jax.tree.leaves(positions)
+    size = sum(int(np.prod(np.shape(a)[2:])) for a in leaves)
+    centre = {  # the mean of the later half, which the heat test reads
+        c: [np.asarray(a)[c, idx[idx.size // 2 :]].mean(axis=0) for a in leaves]
+        for c, idx in picks.items()
+    }
+    treedef = jax.tree.structure(positions)
+    dots, energies = [], []
+    for start in range(0, len(rows), CHUNK):
+        part = rows[start : start + CHUNK]
+        part = part + [part[-1]] * (CHUNK - len(part))
+        theta = [np.stack([np.asarray(a)[c, i] for c, i in part]) for a in leaves]
+        means = [np.stack([centre[c][k] for c, _ in part]) for k in range(len(leaves))]
+        dot, energy = _dots(target, jax.tree.unflatten(treedef, theta),
+                            jax.tree.unflatten(treedef, means))  # fmt: skip
+        dots.append(np.asarray(dot, np.float64))
+        energies.append(np.asarray(energy, np.float64))
+    dot = np.concatenate(dots)[: len(rows)] / size
+    energy = np.concatenate(energies)[: len(rows)]
+    result, at = {}, 0
+    for c, idx in picks.items():
+        result[c] = (dot[at : at + idx.size], energy[at : at + idx.size])
+        at += idx.size
+    return result
+
+
+def _dot_values(target: Target, theta: Any, centre: Any) -> jax.Array:
+    def one(pair: tuple[Any, Any]) -> jax.Array:
+        position, mean = pair
+        energy, grad = target.energy_and_grad(position)
+        terms = jax.tree.map(lambda x, m, g: jnp.sum((x - m) * g), position, mean, grad)
+        return sum(jax.tree.leaves(terms)), energy
+
+    return jax.lax.map(one, (theta, centre))
+
+
+_dots = owner_jit(_dot_values)

@@ -3,7 +3,7 @@ r"""Run-away and hot chains: a chain that stays finite but does not sample π_T.
 A chain can fail without a single non-finite number: its energy and parameter norm keep growing
 through the sampling phase (a step that is stable but whose noise outpaces the drift, a learned
 kernel outside its training range), or it settles at a stationary law much wider than π_T (a
-sampler that is too hot). Two one-sided tests per chain, each against a bound on the
+sampler that is too hot). One-sided tests per chain, each against a bound on the
 statistic's sampling error; docs/sampling.md ("Run-away and hot chains") derives them.
 
 **Growth** of the energy. At the tested draws (evenly spaced over the kept ones) the full-data
@@ -51,8 +51,18 @@ the draws: for a Gaussian sampled at ρ²·T, d·v/ρ² ~ χ²(d), so v has sd �
 any average of its draws at most (the chain's own s_v/√ESS_v would be too small where Geyer's
 ESS is overestimated on few draws).
 
-**The quantile** q is the standard normal's at level 1 − α/(2·C) for C chains: a Bonferroni
-split of the run's false-alarm rate α = :data:`FALSE_ALARM` over its 2·C one-sided tests.
+A chain whose temperature swings too widely for its mean to be judged on few draws (a chain
+far out, still cooling or heating) is hot as well when **every** draw read is above the limit
+one draw could reach at the boundary,
+
+    min_t v_t > ρ²·(1 + q·√(2/d)),
+
+under which a draw of a Gaussian sampled at ρ²·T falls with probability about α/(3C), and all
+of them with less.
+
+**The quantile** q is the standard normal's at level 1 − α/(3·C) for C chains: a Bonferroni
+split of the run's false-alarm rate α = :data:`FALSE_ALARM` over its 3·C one-sided tests
+(growth, the mean and every draw of the heat).
 """
 
 from __future__ import annotations
@@ -172,10 +182,23 @@ def heat(virial: Sequence[float], num_params: int, tests: int) -> ChainTest:
     se = max(float(v.std(ddof=1)) / math.sqrt(ess), SD_TOLERANCE**2 * math.sqrt(2.0 / num_params))
     q = quantile(tests)
     limit = SD_TOLERANCE**2 + q * se
-    flagged = mean > limit
-    detail = (
-        f"it ran hot: configurational temperature {mean:.4g}·T ± {se:.3g}, above "
-        f"{SD_TOLERANCE}²·T + {q:.2f} standard errors = {limit:.4g}·T; its draws spread like "
-        f"a posterior at {mean:.3g}·T, sds ≈ {math.sqrt(max(mean, 0.0)):.3g}× too wide"
-    )
+    every = SD_TOLERANCE**2 * (1.0 + q * math.sqrt(2.0 / num_params))
+    low = float(v.min())
+    wide = f"sds ≈ {math.sqrt(max(mean, 0.0)):.3g}× too wide"
+    if mean > limit:
+        detail = (
+            f"it ran hot: configurational temperature {mean:.4g}·T ± {se:.3g}, above "
+            f"{SD_TOLERANCE}²·T + {q:.2f} standard errors = {limit:.4g}·T; its draws spread "
+            f"like a posterior at {mean:.3g}·T, {wide}"
+        )
+    elif low > every:
+        detail = (
+            f"it ran hot: configurational temperature {low:.4g}·T to {float(v.max()):.4g}·T "
+            f"(mean {mean:.4g}·T) at each of its {v.size} draws tested, every one above "
+            f"{SD_TOLERANCE}²·T·(1 + {q:.2f}·√(2/d)) = {every:.4g}·T; its draws spread like a "
+            f"posterior at {mean:.3g}·T, {wide}"
+        )
+    else:
+        detail = f"configurational temperature {mean:.4g}·T ± {se:.3g}"
+    flagged = mean > limit or low > every
     return ChainTest(bool(flagged), mean, limit, 0 if flagged else -1, detail)

@@ -50,8 +50,8 @@ MIN_HEAT_DRAWS = 16
 MAX_HEAT_DRAWS = 64
 #: draws per call of the gradient program
 CHUNK = 32
-#: the tests per chain the false-alarm rate is split over: growth, heat
-TESTS_PER_CHAIN = 2
+#: the tests per chain the false-alarm rate is split over: growth, the heat's mean and minimum
+TESTS_PER_CHAIN = 3
 
 
 def heat_draws(target: Target, steps: int, draws: int) -> int:

@@ -157,6 +157,9 @@ def parts_of(samples, cut):
             info={k: v[start:stop] for k, v in samples.info.items()},
             diverged=samples.diverged[start:stop],
             divergence_step=samples.divergence_step[start:stop],
+            runaway=samples.runaway[start:stop],
+            runaway_step=samples.runaway_step[start:stop],
+            runaway_reason=samples.runaway_reason[start:stop],
             adapted=None,
             meta={**samples.meta, "layout": {"chains": [start, stop]}},
         )

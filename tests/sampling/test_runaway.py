@@ -3,6 +3,7 @@ runaway_reason, a RunawayWarning, bdl sample's exit 3), with SGLD on Gaussians w
 stationary law is known; a chain that warms up towards π_T is not flagged; the flags are saved,
 loaded and merged with the draws."""
 
+import dataclasses
 import re
 import warnings
 
@@ -77,8 +78,18 @@ def test_a_chain_that_grows_while_finite_is_flagged_run_away(tmp_path):
     np.testing.assert_array_equal(loaded.runaway, s.runaway)
     np.testing.assert_array_equal(loaded.runaway_step, s.runaway_step)
     assert loaded.runaway_reason == s.runaway_reason
-    merged = bdl.merge_samples([s])
+    halves = [
+        dataclasses.replace(
+            s, positions=s.positions[a:b], info={k: v[a:b] for k, v in s.info.items()},
+            diverged=s.diverged[a:b], divergence_step=s.divergence_step[a:b],
+            runaway=s.runaway[a:b], runaway_step=s.runaway_step[a:b],
+            runaway_reason=s.runaway_reason[a:b], meta={**s.meta, "layout": {"chains": [a, b]}},
+        )
+        for a, b in ((1, 2), (0, 1))
+    ]  # fmt: skip
+    merged = bdl.merge_samples(halves)  # as two processes would have returned the run
     np.testing.assert_array_equal(merged.runaway, s.runaway)
+    np.testing.assert_array_equal(merged.runaway_step, s.runaway_step)
     assert merged.runaway_reason == s.runaway_reason
 
 

@@ -21,10 +21,13 @@ from bdl.model_files import load_spec
 def flagged(model: str, options: dict, kernel, steps: int, burn_in: int, thin: int) -> str:
     target = load_spec(model, **options).compile()
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        s = bdl.sample(target, kernel, num_steps=steps, burn_in=burn_in, thin=thin,
-                       num_chains=4, seed=0)  # fmt: skip
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = bdl.sample(target, kernel, num_steps=steps, burn_in=burn_in, thin=thin,
+                           num_chains=4, seed=0)  # fmt: skip
+    except ValueError as err:  # a run refused at its start is a result, not a crash
+        return f"{model} {options} {kernel.name} {steps}/{burn_in}/{thin}: refused: {err}"
     seconds = time.perf_counter() - start
     reasons = "; ".join(f"chain {c}: {s.runaway_reason[c]}" for c in np.flatnonzero(s.runaway))
     return (

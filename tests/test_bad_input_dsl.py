@@ -18,8 +18,7 @@ NAN, INF = float("nan"), float("inf")
 def shared():
     return SimpleNamespace(
         params={"w": np.zeros((3, 1), np.float32)},
-        # built here: a multivariate distribution compiles its Cholesky factor
-        multivariate=dist.MultivariateNormal(np.zeros(2, np.float32), np.eye(2, dtype=np.float32)),
+        discrete=dist.Poisson(np.float32(3.0)),
     )
 
 
@@ -183,10 +182,10 @@ PRIORS = [
         "gain must be > 0 and finite",
     ),
     case(
-        "multivariate prior",
-        lambda e: bdl.Distribution(e.multivariate),
+        "discrete prior",
+        lambda e: bdl.Distribution(e.discrete),
         ValueError,
-        "prior must be elementwise (one value per entry, event_shape ())",
+        "prior Poisson is discrete",
     ),
     case(
         "by-path pattern not a regex",

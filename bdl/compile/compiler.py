@@ -22,10 +22,12 @@ from bdl.compile.checks import (
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.compiled_potential import CompiledPotential
 from bdl.compile.data_fields import as_field_dataset, check_log_prob, dataset_fields
+from bdl.compile.observations import check_starting_values, observations_only
 from bdl.compile.support import check_observed
 from bdl.dsl.hierarchical import hyper_groups
 from bdl.dsl.model import Model
 from bdl.dsl.network import NetworkStateError, make_adapter
+from bdl.dsl.no_network import starting_values
 from bdl.dsl.potential import Potential
 from bdl.dsl.priors import LeafInfo
 from bdl.dsl.temperature import as_schedule
@@ -115,6 +117,9 @@ def compile(
             f"(Model(augment={model.augment!r})); give it in one place only."
         )
     augment = model.augment if augment is None else augment
+    without_network = model.network is None
+    if without_network:
+        data = observations_only(data)
     dataset = as_field_dataset(data) if isinstance(data, dict) else as_dataset(data)
     check_data(dataset)
     n = dataset.n
@@ -127,13 +132,13 @@ def compile(
 
     if augment is not None:
         check_augmentation(augment, x[0], "augment")
-    if model.params is not None and not callable(model.params):
+    if model.params is not None and not callable(model.params) and not without_network:
         check_params(model.params)
     try:
         adapter = make_adapter(
             model.network,
             jnp.asarray(x[:2]),
-            params=model.params,
+            params=None if without_network else model.params,
             batched=model.batched,
             key=jax.random.key(seed),
         )
@@ -198,7 +203,12 @@ def compile(
         if fields_test is None
         else {k: jnp.asarray(v) for k, v in fields_test.items()},
     )
-    position = compiled.unconstrain(adapter.params)
+    if without_network:
+        lik = starting_values(model.likelihood, model.params)
+        check_starting_values(model.likelihood, lik)
+        position = compiled.unconstrain(adapter.params, lik)
+    else:
+        position = compiled.unconstrain(adapter.params)
     return _replace_initial(compiled, position)
 
 

@@ -3,6 +3,7 @@
 from bdl.dsl.hierarchical import HierarchicalNormal
 from bdl.dsl.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood, Poisson, StudentT
 from bdl.dsl.model import Model
+from bdl.dsl.ordered import Ordered
 from bdl.dsl.potential import Potential
 from bdl.dsl.priors import ByPath, Distribution, HeNormal, Laplace, LeafPrior, Normal, Prior
 from bdl.dsl.temperature import linear_ramp
@@ -20,6 +21,7 @@ __all__ = [
     "Likelihood",
     "Model",
     "Normal",
+    "Ordered",
     "Poisson",
     "Potential",
     "Prior",

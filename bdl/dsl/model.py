@@ -15,6 +15,7 @@ import jax
 from bdl.augment.base import Augmentation, as_augmentation
 from bdl.dsl.likelihoods import Likelihood
 from bdl.dsl.network import check_normalisation, describe_network
+from bdl.dsl.no_network import check_without_network
 from bdl.dsl.priors import Normal, Prior, as_prior
 from bdl.dsl.temperature import (
     TemperatureLike,
@@ -32,14 +33,18 @@ class Model:
     """A Bayesian model p(θ) Π_i p(y_i | f(x_i; θ)) tempered at T.
 
     Args:
-        network: a Flax linen module, a Flax nnx module, an Equinox module, or a plain function
-            ``f(params, x)`` (then ``params`` is required).
+        network: a Flax linen module, a Flax nnx module, an Equinox module, a plain function
+            ``f(params, x)`` (then ``params`` is required), or ``None``: a model without a
+            network, whose likelihood reads only its own learned parameters (a mixture's
+            weights, locations and scales; any parametric model of iid observations).
         likelihood: a :class:`bdl.Likelihood` (Categorical, Bernoulli, Gaussian, Poisson,
             StudentT, or any NumPyro distribution through ``bdl.Likelihood.from_numpyro``).
         prior: a bdl prior or any NumPyro distribution (elementwise on every weight); default
             ``Normal(1.0)``.
         temperature: T ≥ 0, or a schedule ``step -> T``; the target is ∝ exp(−U/T).
-        params: initial parameters of a plain-function network, or ``key -> params``.
+        params: initial parameters of a plain-function network, or ``key -> params``; without
+            a network, the starting (constrained) values of some of the likelihood's learned
+            parameters, ``{name: value}`` (the rest start at their bijector's image of 0).
         batched: whether ``network`` maps a batch (default: ``False`` for Equinox modules, which
             act on single examples and are ``vmap``-ed, ``True`` otherwise).
         name: label used in reports and caches.
@@ -79,8 +84,8 @@ class Model:
         (1.0, 'posterior')
     """
 
-    network: Any
-    likelihood: Likelihood
+    network: Any = None
+    likelihood: Likelihood | None = None
     prior: Prior | Any = dataclasses.field(default_factory=lambda: Normal(1.0))
     temperature: TemperatureLike = 1.0
     params: PyTree | Callable[[jax.Array], PyTree] | None = None
@@ -102,6 +107,15 @@ class Model:
             raise TypeError(
                 "Model(likelihood=...) must be a bdl likelihood such as bdl.Categorical(), "
                 f"bdl.Gaussian(scale=0.1); got {type(self.likelihood).__name__}."
+            )
+        if flavour == "none":
+            check_without_network(self.likelihood, self.params)
+        elif not self.likelihood.reads_output:
+            raise ValueError(
+                f"Model(likelihood={self.likelihood!r}) reads no network output (its first "
+                "parameter is given by keyword), so the network would be ignored: leave "
+                "network=None for a model without a network, or name the parameter the "
+                "network feeds with Likelihood.from_numpyro(..., parameter=...)."
             )
         object.__setattr__(self, "prior", as_prior(self.prior))
         check_temperature(self.temperature)

@@ -15,12 +15,13 @@ from typing import Any, Literal
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from bdl.utils.rng import initialisation_draws
 
 PyTree = Any
-Flavour = Literal["linen", "nnx", "equinox", "function"]
+Flavour = Literal["linen", "nnx", "equinox", "function", "none"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -59,6 +60,8 @@ def describe_network(network: Any) -> Flavour:
     A Flax module exists only once its front-end is imported, so the front-ends are looked up
     among the loaded modules rather than imported here (``flax.nnx`` alone takes ≈ 0.2 s).
     """
+    if network is None:  # a model without a network: the likelihood reads its own parameters
+        return "none"
     linen = sys.modules.get("flax.linen")
     if linen is not None and isinstance(network, linen.Module):
         return "linen"
@@ -132,6 +135,8 @@ def make_adapter(
     """
     flavour = describe_network(network)
     key = jax.random.key(0) if key is None else key
+    if flavour == "none":
+        return NetworkAdapter("none", _no_output, {}, None, "leading")
     if batched is None:
         batched = flavour != "equinox"
 
@@ -201,3 +206,8 @@ def make_adapter(
             first = params(key)
         return NetworkAdapter("function", batch(network), first, params, "leading")
     return NetworkAdapter("function", batch(network), params, None, "leading")
+
+
+def _no_output(params: PyTree, x: jax.Array) -> jax.Array:
+    """The output of a model without a network: no column per example, shape (batch, 0)."""
+    return jnp.zeros((x.shape[0], 0), jnp.float32)

@@ -25,6 +25,8 @@ import numpy as np
 import numpyro.distributions as dist
 from numpyro.distributions.transforms import biject_to
 
+from bdl.dsl.mixture import mixture
+
 
 def _match_output(output: jax.Array, y: jax.Array) -> jax.Array:
     """Drop a trailing singleton output axis when the targets have none: (n, 1) vs (n,)."""
@@ -66,6 +68,13 @@ class Likelihood(abc.ABC):
         compiler checks the field's values against that parameter's constraint (e.g. Binomial's
         ``total_count``: integers ≥ 0); ``{}`` when no field feeds a parameter directly."""
         return {}
+
+    @property
+    def reads_output(self) -> bool:
+        """Whether p(y | ·) reads a network output. ``False`` for a likelihood whose every
+        parameter is fixed, a data field or learned (``Likelihood.from_numpyro`` with the first
+        parameter given by keyword): it declares a model without a network."""
+        return True
 
     @abc.abstractmethod
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
@@ -237,7 +246,20 @@ def _default_task(distribution: Any) -> str:
     return "regression"
 
 
+def unconstrained_zero(prior: dist.Distribution) -> jax.Array:
+    """The image of 0 (in the unconstrained space, whose shape may differ from the
+    parameter's: K − 1 coordinates for a simplex of K) under ``biject_to(prior.support)``."""
+    t = biject_to(prior.support)
+    return t(jnp.zeros(t.inverse_shape(prior.batch_shape + prior.event_shape)))
+
+
 def _describe_prior(prior: dist.Distribution) -> str:
+    if isinstance(prior, dist.ExpandedDistribution):
+        return f"{_describe_prior(prior.base_dist)}.expand({list(prior.batch_shape)})"
+    if isinstance(prior, dist.Independent):
+        return f"{_describe_prior(prior.base_dist)}.to_event({prior.reinterpreted_batch_ndims})"
+    if not prior.arg_constraints and type(prior).__repr__ is not object.__repr__:
+        return repr(prior)
     args = ", ".join(
         f"{k}={np.asarray(getattr(prior, k)).tolist()}"
         for k in prior.arg_constraints
@@ -277,13 +299,24 @@ class FromNumPyro(Likelihood):
         task: str | None = None,
         **fixed: Any,
     ):
+        if distribution is dist.MixtureSameFamily:
+            distribution = mixture(fixed.pop("component", None))
         names, var_kw = _parameter_names(distribution)
         where = f"Likelihood.from_numpyro({getattr(distribution, '__name__', distribution)}"
         if not names and parameter is None:
             raise TypeError(f"{where}): the distribution takes no parameter to feed.")
-        if parameter is None:
+        # the first parameter given by keyword: no network output is read (a model without a
+        # network, whose likelihood reads its learned parameters directly)
+        no_output = parameter is None and names[0] in fixed and link is None
+        if no_output and outputs:
+            raise ValueError(
+                f"{where}, outputs=...): the first parameter {names[0]!r} is given by keyword, "
+                "so no network output is read; name the parameter the network feeds with "
+                "parameter=..."
+            )
+        if parameter is None and not no_output:
             parameter = names[0]
-        elif parameter not in names and not var_kw:
+        elif parameter is not None and parameter not in names and not var_kw:
             raise ValueError(
                 f"{where}, parameter={parameter!r}): not a parameter of the distribution; its "
                 f"parameters are {names}."
@@ -300,7 +333,7 @@ class FromNumPyro(Likelihood):
                     f"{where}, {name}=...): not a parameter of the distribution; its parameters "
                     f"are {names}."
                 )
-        taken = {parameter} & ({*outputs} | {*fixed}) | ({*outputs} & {*fixed})
+        taken = {parameter} - {None} & ({*outputs} | {*fixed}) | ({*outputs} & {*fixed})
         if taken:
             raise ValueError(
                 f"{where}): parameter(s) {sorted(taken)} are given twice (network output, "
@@ -342,11 +375,13 @@ class FromNumPyro(Likelihood):
     @property
     def param_init(self) -> dict[str, Any]:
         """Each learned parameter starts at the image of 0 under its support's bijector (1 for a
-        positive parameter, 0.5 on (0, 1), an evenly spaced ordered vector)."""
-        return {
-            name: biject_to(prior.support)(jnp.zeros(prior.batch_shape + prior.event_shape))
-            for name, prior in self.priors.items()
-        }
+        positive parameter, 0.5 on (0, 1), an evenly spaced ordered vector, the simplex's
+        centre, the identity correlation factor)."""
+        return {name: unconstrained_zero(prior) for name, prior in self.priors.items()}
+
+    @property
+    def reads_output(self) -> bool:
+        return self.parameter is not None
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -360,8 +395,12 @@ class FromNumPyro(Likelihood):
         return output[..., 0] if self.outputs else output
 
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
-        main = self._main(output)
-        kwargs: dict[str, Any] = {self.parameter: (self.link or _identity)(main)}
+        if self.parameter is None:  # no network output: fields broadcast against the examples
+            main = jnp.zeros(jnp.shape(output)[:1])
+            kwargs: dict[str, Any] = {}
+        else:
+            main = self._main(output)
+            kwargs = {self.parameter: (self.link or _identity)(main)}
         for j, (name, out_link) in enumerate(self.outputs.items(), start=1):
             kwargs[name] = (out_link or _identity)(output[..., j])
         for name, value in self.fixed.items():
@@ -370,6 +409,11 @@ class FromNumPyro(Likelihood):
             kwargs[name] = per_example(params[field], main)
         for name in self.priors:
             kwargs[name] = params[name]
+        if self.parameter is None and not self.field_names:
+            # nothing per example: repeat the parameters over the examples, so that the
+            # distribution has one batch entry per example as a network's output gives it
+            n = jnp.shape(output)[0]
+            kwargs = {k: jnp.broadcast_to(v, (n, *jnp.shape(v))) for k, v in kwargs.items()}
         return self.distribution_fn(**kwargs)
 
     def matched_distribution(
@@ -405,7 +449,9 @@ class FromNumPyro(Likelihood):
 
     def __repr__(self) -> str:
         name = getattr(self.distribution_fn, "__name__", repr(self.distribution_fn))
-        parts = [name, f"link={getattr(self.link, '__name__', self.link)}"]
+        parts = [name]
+        if self.parameter is not None:
+            parts.append(f"link={getattr(self.link, '__name__', self.link)}")
         if self.parameter:
             parts.append(f"parameter={self.parameter!r}")
         if self.outputs:

@@ -100,7 +100,8 @@ class LeafPrior(Prior):
         )
 
     def log_prob(self, value: jax.Array, info: LeafInfo) -> jax.Array:
-        """Σ log p(value) over the leaf's entries (value in the constrained space).
+        """Σ log p(value) over the leaf's entries, or over its events for a multivariate
+        distribution (value in the constrained space).
 
         Args:
             value: the parameter array, in the constrained space.
@@ -109,8 +110,10 @@ class LeafPrior(Prior):
         Returns:
             The scalar log-density of the whole leaf.
         """
-        lp = self.distribution(info).log_prob(value)
-        return jnp.sum(jnp.broadcast_to(lp, jnp.shape(value)))
+        d = self.distribution(info)
+        lp = d.log_prob(value)
+        batch = jnp.shape(value)[: jnp.ndim(value) - len(d.event_shape)]
+        return jnp.sum(jnp.broadcast_to(lp, batch))
 
     def sample(self, key: jax.Array, info: LeafInfo) -> jax.Array:
         """A draw of the whole leaf (constrained space).
@@ -123,7 +126,8 @@ class LeafPrior(Prior):
             An array of shape ``info.shape``.
         """
         d = self.distribution(info)
-        return d.expand(jnp.broadcast_shapes(d.batch_shape, info.shape)).sample(key)
+        batch = info.shape[: len(info.shape) - len(d.event_shape)]
+        return d.expand(jnp.broadcast_shapes(d.batch_shape, batch)).sample(key)
 
 
 class Normal(LeafPrior):
@@ -203,17 +207,24 @@ class HeNormal(LeafPrior):
 
 
 class Distribution(LeafPrior):
-    """Any NumPyro distribution used as an elementwise prior (e.g. ``dist.StudentT(3.0)``).
+    """Any NumPyro distribution used as a prior (e.g. ``dist.StudentT(3.0)``).
 
-    Distributions with a constrained support (``dist.HalfNormal``, ``dist.Gamma``…) are sampled
-    in the unconstrained space with the log-Jacobian included.
+    A univariate distribution (event shape ``()``) applies to every entry of the leaf. A
+    multivariate one (``dist.Dirichlet``, ``bdl.Ordered``, ``dist.LKJCholesky``, a
+    ``.to_event`` form…) applies to the leaf's trailing axes, its batch shape broadcast against
+    the leading ones: a leaf of shape ``(m, K)`` under ``dist.Dirichlet(jnp.ones(K))`` holds m
+    points of the simplex. Distributions with a constrained support (``dist.HalfNormal``,
+    ``dist.Beta``, a simplex, an ordered vector, a correlation Cholesky factor…) are sampled in
+    the unconstrained space of ``biject_to(support)``, whose shape may differ from the leaf's
+    (K − 1 coordinates for a simplex of K, K(K − 1)/2 for a K × K correlation factor), with the
+    log-Jacobian included.
 
     Args:
-        distribution: a NumPyro distribution with scalar event shape.
+        distribution: a NumPyro distribution.
 
     Raises:
         TypeError: ``distribution`` is not a NumPyro distribution.
-        ValueError: its event shape is not ``()`` (it is not elementwise).
+        ValueError: ``distribution`` is discrete.
     """
 
     def __init__(self, distribution: dist.Distribution):
@@ -221,23 +232,31 @@ class Distribution(LeafPrior):
             raise TypeError(
                 f"prior must be a numpyro.distributions.Distribution; got {type(distribution)}."
             )
-        if distribution.event_shape != ():
+        if distribution.support.is_discrete:
             raise ValueError(
-                f"prior must be elementwise (one value per entry, event_shape ()); got "
-                f"{type(distribution).__name__} with event_shape {distribution.event_shape}. "
-                "Use a univariate distribution, or ByPath to give leaves different ones."
+                f"prior {type(distribution).__name__} is discrete (support "
+                f"{distribution.support}); gradient-based samplers need a continuous prior."
             )
         self.d = distribution
 
     def resolve(self, info: LeafInfo) -> LeafPrior:
+        event = self.d.event_shape
+        shape = info.shape
+        if event and tuple(shape[len(shape) - len(event) :]) != tuple(event):
+            raise ValueError(
+                f"prior {type(self.d).__name__} has event shape {event} but parameter "
+                f"{info.path!r} has shape {shape}; a multivariate prior scores the leaf's trailing "
+                f"axes, so the leaf must end in {event} (or give it another prior with ByPath)."
+            )
+        batch = shape[: len(shape) - len(event)]
         try:
-            fits = jnp.broadcast_shapes(self.d.batch_shape, info.shape) == info.shape
+            fits = jnp.broadcast_shapes(self.d.batch_shape, batch) == batch
         except ValueError:
             fits = False
         if not fits:
             raise ValueError(
                 f"prior {type(self.d).__name__} with batch_shape {self.d.batch_shape} does not "
-                f"broadcast to parameter {info.path!r} of shape {info.shape}; give scalar "
+                f"broadcast to parameter {info.path!r} of shape {shape}; give scalar "
                 "parameters, or ByPath rules per leaf."
             )
         return self

@@ -37,8 +37,9 @@ CHUNK = 64
 
 
 def default_space(target: Target) -> Space:
-    """Networks (Flax, Equinox modules) are compared in function space, the rest in parameters."""
-    if isinstance(target, CompiledModel) and target.adapter.flavour != "function":
+    """Networks (Flax, Equinox modules) are compared in function space, the rest (plain
+    functions, models without a network, potentials) in parameters."""
+    if isinstance(target, CompiledModel) and target.adapter.flavour not in ("function", "none"):
         return "function"
     return "parameter"
 

@@ -246,17 +246,41 @@ class Samples:
                 out.append((name, [what, *keys], leaf))
         return out
 
-    def to_arviz(self) -> Any:
+    def named(self, compiled: Any) -> dict[str, np.ndarray]:
+        """The draws in the model's own constrained parameters, by name (``net/w``,
+        ``lik/scale`` as σ rather than log σ, ``lik/weights`` on the simplex…), each
+        ``(chains, draws, ...)``: every draw mapped through ``compiled``'s bijectors
+        (:func:`bdl.compile.named_draws.named_draws`).
+
+        Args:
+            compiled: the compiled model the draws came from.
+
+        Returns:
+            A dict from parameter name to its constrained draws.
+        """
+        from bdl.compile.named_draws import named_draws  # NumPyro's bijectors, on first use
+
+        return named_draws(compiled, self.positions)
+
+    def to_arviz(self, compiled: Any = None) -> Any:
         """An ArviZ ``InferenceData``: the posterior group has one variable per leaf, named as
         :meth:`posterior_names` says (NetCDF-safe: ``to_netcdf`` accepts it), and sample_stats
-        holds ``info`` and ``diverging`` (draws taken after their chain diverged).
+        holds ``info`` and ``diverging`` (draws taken after their chain diverged). Given the
+        compiled model, the posterior group holds the constrained draws of :meth:`named`
+        instead (``lik/scale`` as the variable ``lik.scale``).
+
+        Args:
+            compiled: the compiled model the draws came from (optional).
 
         Returns:
             The ``arviz.InferenceData``.
         """
         import arviz as az
 
-        posterior = {name: np.asarray(leaf) for name, _, leaf in self._posterior()}
+        if compiled is not None:
+            posterior = {k.replace("/", "."): v for k, v in self.named(compiled).items()}
+        else:
+            posterior = {name: np.asarray(leaf) for name, _, leaf in self._posterior()}
         stats = {k: np.asarray(v) for k, v in self.info.items()}
         stats["diverging"] = ~self.valid
         return az.from_dict(posterior=posterior, sample_stats=stats)

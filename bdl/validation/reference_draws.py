@@ -15,11 +15,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from bdl.compile.compiled_model import CompiledModel
+from bdl.compile.named_draws import named_draws
 from bdl.compile.target import Target
 from bdl.sampling.samples import Samples
 from bdl.utils.arguments import suggestion
-from bdl.utils.trees import path_to_str
 from bdl.validation.reference import Reference, nuts_reference
 from bdl.validation.summary import parameter_space_lines
 
@@ -99,29 +98,8 @@ class ReferenceSamples(Samples):
 
 
 def named_parameters(target: Target, positions: PyTree) -> dict[str, np.ndarray]:
-    """Constrained draws by parameter name from positions with (chain, draw) axes: the
-    network's weights (``net/...``), the likelihood's parameters (``lik/...``) and the
-    hierarchical priors' hyper-parameters (``hyper/<name>/...``)."""
-    lead = jax.tree.leaves(positions)[0].shape[:2]
-    flat = jax.tree.map(lambda a: np.reshape(a, (-1, *np.shape(a)[2:])), positions)
-    if isinstance(target, CompiledModel):
-
-        def by_name(position: PyTree) -> dict[str, PyTree]:
-            net, lik = target.constrain(position)
-            named = {"net": net, "lik": lik}
-            if target.hyper_groups:  # hierarchical priors' loc and scale, e.g. hyper/ard/w/scale
-                named["hyper"] = target.constrain_hyper(position)
-            return named
-
-        constrained = jax.lax.map(by_name, flat)
-    else:
-        constrained = flat
-    pairs, _ = jax.tree_util.tree_flatten_with_path(constrained)
-    out = {}
-    for path, leaf in pairs:
-        name = path_to_str(path) or "position"
-        out[name] = np.asarray(leaf).reshape(*lead, *np.shape(leaf)[1:])
-    return out
+    """Constrained draws by parameter name (:func:`bdl.compile.named_draws.named_draws`)."""
+    return named_draws(target, positions)
 
 
 def reference(

@@ -52,5 +52,9 @@ def build(n: int = 500, batch_size: int = 50) -> bdl.ModelSpec:
         num_steps=30_000,
         burn_in=5_000,
         thin=5,
+        # the chains start at the mode (500 Adam steps from a prior draw): a chain started at a
+        # prior draw can fall into the degenerate corner σ_k → 0, where one component sits on one
+        # observation and the likelihood is unbounded (docs/models.md, gaussian_mixture)
+        init="map",
         description="two-component Gaussian mixture, ordered locations, no network (n = 500)",
     )

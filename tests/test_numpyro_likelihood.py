@@ -153,7 +153,11 @@ def test_ordered_logistic_learned_cutpoints_start_ordered(rng):
     [
         (lambda: bdl.Likelihood.from_numpyro(dist.Gamma, rates=1.0), ValueError, "rates="),
         (lambda: bdl.Likelihood.from_numpyro(dist.Gamma, link=3.0), TypeError, "link="),
-        (lambda: bdl.Likelihood.from_numpyro(dist.Gamma, concentration=1.0), ValueError, "twice"),
+        (
+            lambda: bdl.Likelihood.from_numpyro(dist.Gamma, parameter="rate", rate=1.0),
+            ValueError,
+            "twice",
+        ),
         (
             lambda: bdl.Likelihood.from_numpyro(dist.Normal, scale=[1, "a"]),
             TypeError,

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from bdl.compile.compiled_model import CompiledModel
+from bdl.compile.named_draws import named_draws
 from bdl.diagnostics import kinetic_temperature_band
 from bdl.sampling.samples import Samples
 from bdl.utils.trees import parameter_names
@@ -36,9 +37,7 @@ def plot_validation(
     ncols = 3 + int(show_kinetic)
     fig, axes = plt.subplots(1, ncols, figsize=(4.2 * ncols, 3.6))
     if reference.space == "parameter":
-        x = parameter_summaries(samples.positions).reshape(-1, reference.monitored.shape[-1])
-        r = parameter_summaries(reference.positions).reshape(-1, reference.monitored.shape[-1])
-        names = parameter_names(reference.positions, batch_dims=2, labels=labels)
+        x, r, names = _constrained_columns(target, samples.positions, reference.positions, labels)
         for j, ax in zip(range(min(2, x.shape[1])), axes[:2], strict=False):
             bins = np.linspace(
                 min(x[:, j].min(), r[:, j].min()), max(x[:, j].max(), r[:, j].max()), 40
@@ -102,6 +101,22 @@ def plot_validation(
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _constrained_columns(
+    target: Any, draws: Any, reference: Any, labels: dict[str, Any] | None
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(kernel draws, NUTS draws, names) as (draws, columns), in the model's own constrained
+    parameters (σ, not log σ; a simplex's K weights) for a compiled model, leaving out
+    coordinates NUTS never moves (a correlation factor's fixed entries)."""
+    if isinstance(target, CompiledModel):
+        draws, reference = named_draws(target, draws), named_draws(target, reference)
+    x = parameter_summaries(draws)
+    r = parameter_summaries(reference)
+    x, r = x.reshape(-1, x.shape[-1]), r.reshape(-1, r.shape[-1])
+    names = parameter_names(reference, batch_dims=2, labels=labels)
+    moving = np.flatnonzero(np.ptp(r, axis=0) > 0)
+    return x[:, moving], r[:, moving], [names[j] for j in moving]
 
 
 def _leaves(tree: Any) -> list:

@@ -187,3 +187,12 @@ def test_command_line_samples_a_model_file_without_a_network(capsys, tmp_path):
     assert "lik/corr_cholesky" in printed and "lik/scale" in printed
     loaded = bdl.load_samples(out)
     assert loaded.positions["lik"]["corr_cholesky"].shape == (2, 20, 3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gaussian_mixture", "lkj_correlation"])
+def test_shipped_models_pass_validate_with_adapted_sghmc(name, tmp_path, capsys):
+    """`bdl validate NAME --kernel sghmc`: the kernel by name (adapted in burn-in), the model
+    file's budget, against NUTS in parameter space: exit 0 (docs/validation.md)."""
+    assert main(["validate", name, "--kernel", "sghmc", "--plot", str(tmp_path / "v.png")]) == 0
+    assert "verdict: PASS" in capsys.readouterr().out

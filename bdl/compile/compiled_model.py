@@ -424,6 +424,11 @@ class CompiledModel(Target):
                 )
 
     def _check_network_init(self) -> None:
+        if self.adapter.flavour == "none":
+            raise ValueError(
+                "init='network': this model has no network; use init='prior', 'fixed', 'map' "
+                "or 'auto', or pass a position."
+            )
         if self.adapter.init is None:
             raise ValueError(
                 f"init='network' needs a network that initialises from a key ("

@@ -271,9 +271,15 @@ def _describe_prior(prior: dist.Distribution) -> str:
 class FromNumPyro(Likelihood):
     """p(y | f) = D(y; θ₀ = link(f₀), θ_j = link_j(f_j), fixed, fields, learned).
 
+    When the first parameter is given by keyword (and neither ``parameter`` nor ``link`` is),
+    no network output is read: the likelihood declares a model without a network,
+    ``bdl.Model(likelihood=…)``, and its parameters are repeated over the examples.
+
     Args:
         distribution: a NumPyro distribution class or constructor, e.g.
-            ``numpyro.distributions.NegativeBinomial2``.
+            ``numpyro.distributions.NegativeBinomial2``; ``dist.MixtureSameFamily`` with
+            ``component=`` a NumPyro family (``dist.Normal``) is the mixture of that family, with
+            parameters ``weights`` and the family's (:func:`bdl.dsl.mixture.mixture`).
         link: maps the network output to the first parameter (identity by default), e.g.
             ``jnp.exp`` for a positive mean.
         outputs: further parameters fed by further network output columns, ``{name: link}``

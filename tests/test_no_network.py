@@ -109,7 +109,8 @@ def test_energy_is_numpyros_potential_and_minibatches_are_unbiased():
     want = float(potential_energy(numpyro_model, (), {}, position["lik"]))
     assert float(compiled.energy(position)) == pytest.approx(want, rel=1e-5)
     x, y = compiled.epoch_batches(jax.random.key(0))
-    batches = [compiled.stochastic_energy(position, (x[b], y[b])) for b in range(x.shape[0])]
+    minibatch = jax.jit(lambda p, b: compiled.stochastic_energy(p, b))
+    batches = [minibatch(position, (x[b], y[b])) for b in range(x.shape[0])]
     assert float(np.mean(batches)) == pytest.approx(float(compiled.energy(position)), rel=1e-5)
 
 
@@ -132,7 +133,7 @@ def test_nuts_reference_names_the_parameters_and_matches_the_closed_form():
     """bdl.reference on the conjugate normal mean: the draws of ``lik/loc`` have the posterior
     mean Σy/(n + 1/100) (z-test with the ESS-based MCSE) and sd 1/√(n + 1/100)."""
     compiled = bdl.compile(bdl.Model(likelihood=_normal_mean()), Y)
-    ref = bdl.reference(compiled, num_warmup=300, num_samples=1_000, use_cache=False)
+    ref = bdl.reference(compiled, num_warmup=200, num_samples=600, use_cache=False)
     assert ref.names() == ["lik/loc"]
     precision = Y.size + 1 / 100
     mean, sd = Y.sum() / precision, 1 / math.sqrt(precision)

@@ -93,12 +93,29 @@ class Ordered(dist.Distribution):
         return self._support
 
     def sample(self, key: jax.Array, sample_shape: tuple[int, ...] = ()) -> jax.Array:
+        """K iid draws of the base distribution, sorted.
+
+        Args:
+            key: a JAX random key.
+            sample_shape: the shape of independent draws.
+
+        Returns:
+            An array of shape ``sample_shape + batch_shape + (K,)``, increasing along its last
+            axis.
+        """
         draws = self.base.sample(key, (self.size, *sample_shape))  # (K, *sample, *batch)
         return jnp.sort(jnp.moveaxis(draws, 0, -1), axis=-1)
 
     def log_prob(self, value: jax.Array) -> jax.Array:
         """log K! + Σ_k log p_base(x_k); the entries are assumed ordered (NumPyro's
-        ``validate_args`` checks the support)."""
+        ``validate_args`` checks the support).
+
+        Args:
+            value: ordered vectors, the last axis of size K.
+
+        Returns:
+            The log-density of each vector.
+        """
         lp = self.base.log_prob(jnp.moveaxis(jnp.asarray(value), -1, 0))
         return jnp.sum(lp, axis=0) + gammaln(self.size + 1.0)
 

@@ -67,7 +67,20 @@ def runaway_chains(
     samples: Samples, target: Target
 ) -> tuple[np.ndarray, np.ndarray, list[str]] | None:
     """Per chain: whether it ran away or ran hot, the step from which, and why
-    (:mod:`bdl.diagnostics.runaway`); ``None`` when nothing could be tested (no draws kept)."""
+    (:mod:`bdl.diagnostics.runaway`).
+
+    Args:
+        samples: the draws of a run (:class:`bdl.Samples`).
+        target: the compiled model or potential they came from.
+
+    Returns:
+        ``(flags, steps, reasons)``: a bool per chain, the step from which it ran away (−1:
+        never) and a reason (``""``: none); ``None`` when nothing could be tested (no draws
+        kept).
+
+    Raises:
+        TypeError: ``samples`` is not a :class:`bdl.Samples` or ``target`` not a compiled target.
+    """
     if not isinstance(samples, Samples):
         raise TypeError(f"runaway_chains needs a bdl.Samples; got {type(samples).__name__}.")
     if not isinstance(target, Target):

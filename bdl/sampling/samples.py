@@ -141,7 +141,11 @@ class Samples:
         )
 
     def runaway_report(self) -> str:
-        """The chains that ran away or ran hot, each with its step and reason ('' when none)."""
+        """The chains that ran away or ran hot, each with its step and reason.
+
+        Returns:
+            One line naming them (``""`` when none did).
+        """
         bad = np.flatnonzero(self.runaway)
         if bad.size == 0:
             return ""

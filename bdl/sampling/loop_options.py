@@ -27,10 +27,11 @@ class LoopOptions:
             for the host (:mod:`bdl.sampling.chain`). With a block above 1 a chunk of whole
             draws runs each draw's ``thin`` steps in a loop of static length (a program per
             run of its own).
-        chains_in_turn: run the chains one after another (``lax.map``) instead of under
-            ``vmap``; default for a network with convolutions on the CPU, whose ``vmap`` form
-            (grouped convolutions) XLA:CPU runs several times slower. Each chain's draws equal
-            those of the ``vmap`` form to float reassociation.
+        chains_in_turn: run the chains one after another instead of under ``vmap`` (any
+            model; a run of one chain has nothing to take turns); default for a network with
+            convolutions on the CPU, whose ``vmap`` form (grouped convolutions) XLA:CPU runs
+            several times slower. Each chain's draws equal those of the ``vmap`` form to float
+            reassociation; what it gives across device layouts: docs/scaling.md.
     """
 
     chunks: ChunkPolicy | None = None

@@ -247,19 +247,19 @@ def _local_chunk(
         )
 
     # one chain runs without a chain axis: under vmap, an axis of one costs copies and
-    # transposed products in every step
-    single = chain_keys.shape[0] == 1
+    # transposed products in every step; chains in turn keep theirs (:func:`in_turn`)
+    single = chain_keys.shape[0] == 1 and not shape.chains_in_turn
     over = (lambda f: f) if single else partial(jax.vmap, in_axes=(0, 0, None))
     ckeys = chain_keys[0] if single else chain_keys
 
     def per_step(fn: Callable) -> Callable:
-        if not shape.convolutions:
-            return lambda c, t: over(fn)(c, ckeys, t)
-        one = canonical_convolutions(fn)
+        one = canonical_convolutions(fn) if shape.convolutions else fn
+        if shape.chains_in_turn:
+            return lambda c, t: in_turn(one, c, ckeys, t)
         if single:
             return lambda c, t: one(c, ckeys, t)
-        if shape.chains_in_turn:
-            return lambda c, t: jax.lax.map(lambda ck: one(*ck, t), (c, ckeys))
+        if not shape.convolutions:
+            return lambda c, t: over(fn)(c, ckeys, t)
         return lambda c, t: canonical_convolutions(over(fn))(c, ckeys, t)
 
     def per_draw(fn: Callable) -> Callable:
@@ -297,18 +297,49 @@ def _local_chunk(
     return end, out
 
 
+def in_turn(fn: Callable, chains: Any, keys: jax.Array, t: jax.Array) -> Any:
+    """``fn(chain, key, t)`` for each chain (leading axis of ``chains`` and ``keys``), one
+    after another, with a loop body that is the same program whether a device holds one chain
+    or several (what that gives across layouts is measured in docs/scaling.md).
+
+    XLA fuses a chain's arithmetic with whatever slices it out of, or writes it into, the stack
+    of chains, and those fusions depend on the stack's length (a stack of one loses its axis, a
+    loop of known length one is inlined). So the loop's length is hidden from XLA, and a chain
+    enters and leaves ``fn`` through the loop's carry: chain i + 1 is sliced out, and chain
+    i − 1's result written back, beside the step of chain i, never into it. Off the CPU it is
+    ``lax.map``."""
+    if jax.default_backend() != "cpu":
+        return jax.lax.map(lambda ck: fn(*ck, t), (chains, keys))
+    n = keys.shape[0]
+    stacked = (chains, keys)
+    pick = lambda i: jax.tree.map(lambda a: a[i], stacked)  # noqa: E731
+    shapes = jax.eval_shape(lambda ck: fn(*ck, t), pick(0))
+    # row 0 receives the initial ``last``; chain i's result lands in row i + 1
+    out = jax.tree.map(lambda s: jnp.zeros((n + 1, *s.shape), s.dtype), shapes)
+    last = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    def body(i: jax.Array, carry: tuple) -> tuple:
+        current, last, out = carry
+        out = jax.tree.map(lambda o, v: o.at[i].set(v), out, last)
+        last = fn(*current, t)
+        return pick(jnp.minimum(i + 1, n - 1)), last, out
+
+    count = jax.lax.optimization_barrier(jnp.asarray(n, jnp.int32))
+    _, last, out = jax.lax.fori_loop(0, count, body, (pick(0), last, out))
+    return jax.tree.map(lambda o, v: o.at[n].set(v)[1:], out, last)
+
+
 def _updated(
     target: Target, warmup: WarmUp, chains: Chains, keys: jax.Array, point: Point, t: jax.Array
 ) -> Chains:
-    """Each chain adapted at a warm-up point, one chain at a time: the dense linear algebra of
-    warm-up then gives bitwise the same values however many chains a device holds (a batched
-    Hessian or factorisation need not)."""
+    """Each chain adapted at a warm-up point, one chain at a time (:func:`in_turn`): the dense
+    linear algebra of warm-up then gives bitwise the same values however many chains a device
+    holds (a batched Hessian or factorisation need not)."""
 
-    def one(args: tuple) -> tuple:
-        state, adaptation, key = args
-        return warmup.update(target, state, adaptation, key, point, t)
+    def one(chain: tuple, key: jax.Array, t: jax.Array) -> tuple:
+        return warmup.update(target, *chain, key, point, t)
 
-    states, adaptation = jax.lax.map(one, (chains.states, chains.warmup, keys))
+    states, adaptation = in_turn(one, (chains.states, chains.warmup), keys, t)
     return chains._replace(states=states, warmup=adaptation)
 
 

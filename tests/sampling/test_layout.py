@@ -26,6 +26,7 @@ import pytest
 import bdl
 
 SCRIPT = Path(__file__).with_name("sharding_runs.py")
+MODEL_SCRIPT = Path(__file__).with_name("layout_runs.py")
 
 
 def _env() -> dict[str, str]:
@@ -34,9 +35,9 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{path}" if path else root}
 
 
-def _script(mode: str, out: Path) -> Path:
+def _script(mode: str, out: Path, script: Path = SCRIPT) -> Path:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), mode, str(out)],
+        [sys.executable, str(script), mode, str(out)],
         env=_env(),
         capture_output=True,
         text=True,
@@ -56,6 +57,16 @@ def more_runs(tmp_path_factory):
     return _script("more-devices", tmp_path_factory.mktemp("more-devices"))
 
 
+@pytest.fixture(scope="module")
+def model_quick_runs(tmp_path_factory):
+    return _script("quick", tmp_path_factory.mktemp("models-quick"), MODEL_SCRIPT)
+
+
+@pytest.fixture(scope="module")
+def model_runs(tmp_path_factory):
+    return _script("models", tmp_path_factory.mktemp("models"), MODEL_SCRIPT)
+
+
 def _load(out: Path, name: str) -> bdl.Samples:
     return bdl.load_samples(out / f"{name}.npz")
 
@@ -67,6 +78,54 @@ def assert_bitwise(a: bdl.Samples, b: bdl.Samples) -> None:
         np.testing.assert_array_equal(a.info[k], b.info[k])
     np.testing.assert_array_equal(a.steps, b.steps)
     np.testing.assert_array_equal(a.diverged, b.diverged)
+
+
+def assert_same_run(a: bdl.Samples, b: bdl.Samples) -> None:
+    """Positions, every ``Info`` field, steps, divergences and adapted values bitwise equal."""
+    assert set(a.info) == set(b.info) and a.info
+    assert_bitwise(a, b)
+    assert (a.adapted is None) == (b.adapted is None)
+    if a.adapted is not None:
+        assert set(a.adapted) == set(b.adapted)
+        for name in a.adapted:
+            pairs = zip(jax.tree.leaves(a.adapted[name]), jax.tree.leaves(b.adapted[name]),
+                        strict=True)  # fmt: skip
+            for x, y in pairs:
+                np.testing.assert_array_equal(x, y)
+
+
+def test_chains_in_turn_give_a_shipped_model_bitwise_the_same_run_on_any_layout(
+    model_quick_runs,
+):
+    """linear_regression, SGHMC with its fixed step, 4 chains in turn on 1, 2 and 4 devices
+    (4, 2 and 1 chains per device): positions and every ``Info`` field bitwise equal."""
+    one = _load(model_quick_runs, "linear_regression-fixed-1")
+    for devices in (2, 4):
+        other = _load(model_quick_runs, f"linear_regression-fixed-{devices}")
+        assert other.meta["layout"]["chain_devices"] == devices
+        assert_same_run(one, other)
+
+
+def _model_cases() -> list[tuple[str, str]]:
+    from layout_runs import MODELS
+
+    cases = []
+    for name, (fixed, adapted) in MODELS.items():
+        cases += [(name, "fixed")] * fixed + [(name, "adapted")] * adapted
+    return cases
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model", "mode"), _model_cases())
+def test_chains_in_turn_give_shipped_models_bitwise_the_same_run_on_any_layout(
+    model_runs, model, mode
+):
+    """Each model of layout_runs.MODELS, SGHMC with a fixed step and adapted in warm-up, 4
+    chains in turn on 1, 2 and 4 devices: positions, ``Info`` and adapted values bitwise."""
+    one = _load(model_runs, f"{model}-{mode}-1")
+    assert (one.adapted is not None) == (mode == "adapted")
+    for devices in (2, 4):
+        assert_same_run(one, _load(model_runs, f"{model}-{mode}-{devices}"))
 
 
 def test_chains_over_devices_are_bitwise_one_device(runs):

@@ -3,8 +3,10 @@
 ``bdl.sample`` places the chains along the mesh's ``chain`` axis: each device advances its own
 block of chains, and nothing is communicated between them. Every per-chain key is derived from
 the seed before the chains are split over devices (``split(key, num_chains)[c]`` is chain c's
-key on any layout), and each device runs the same per-chain program, so the draws are bitwise
-those of one device.
+key on any layout), so a chain has the same start, random numbers and minibatches on any
+layout. Under ``vmap`` XLA compiles a device's step for its number of chains, which can change
+the rounding; with the chains in turn every device runs the same per-chain program
+(:func:`bdl.sampling.program.in_turn`; what that gives: docs/scaling.md).
 
 The optional ``data`` axis splits every minibatch: with D devices on it, device d evaluates the
 minibatch energy on its share B_d of |B|/D examples, at full-data scale,

@@ -3,9 +3,11 @@
 XLA fixes the number of CPU devices when a process starts, so the runs happen in subprocesses
 with ``--xla_force_host_platform_device_count`` (tests/sharding_runs.py) and are compared here:
 
-* chain sharding gives bitwise the draws of one device, on 2 or 4 devices and on 2 processes
-  × 2 devices (``jax.distributed``, coordinator on 127.0.0.1), with warm-up adaptation too, and
-  a checkpoint written on 4 devices resumes on 2;
+* shipped models with the chains in turn give bitwise the same positions, ``Info`` and adapted
+  values on 1, 2 and 4 devices (layout_runs.py);
+* on a toy network of 16 parameters, chain sharding gives bitwise the draws of one device, on 2
+  or 4 devices and on 2 processes × 2 devices (``jax.distributed``, coordinator on
+  127.0.0.1), with warm-up adaptation too, and a checkpoint written on 4 devices resumes on 2;
 * a data axis gives the one-device draws to float reassociation: the minibatch energy is the
   average over devices of the shares' full-data-scale energies (bdl/sampling/layout.py).
 """
@@ -170,8 +172,8 @@ def test_a_checkpoint_on_four_devices_resumes_on_two(runs, more_runs):
 
 @pytest.mark.slow
 def test_warm_up_adapts_bitwise_as_on_one_device(more_runs):
-    """Warm-up steps run on the mesh; its adaptations (curvature, mass) run as the one-device
-    program, one chain at a time, so step sizes, frictions and draws are bitwise one device's."""
+    """On the toy network, adapted step sizes, frictions and draws on 4 devices are bitwise one
+    device's (on shipped models they need the chains in turn: docs/scaling.md)."""
     one, four = _load(more_runs, "adapt_one"), _load(more_runs, "adapt_four")
     assert four.num_chains == one.num_chains == 4
     for name in ("step_size", "friction"):

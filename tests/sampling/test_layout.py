@@ -108,26 +108,29 @@ def test_chains_in_turn_give_a_shipped_model_bitwise_the_same_run_on_any_layout(
         assert_same_run(one, other)
 
 
-def _model_cases() -> list[tuple[str, str]]:
+def _model_cases() -> list[tuple[str, str, tuple]]:
     from layout_runs import MODELS
 
-    cases = []
-    for name, (fixed, adapted) in MODELS.items():
-        cases += [(name, "fixed")] * fixed + [(name, "adapted")] * adapted
-    return cases
+    return [
+        (name, mode, layouts)
+        for name, both in MODELS.items()
+        for mode, layouts in zip(("fixed", "adapted"), both, strict=True)
+        if layouts
+    ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("model", "mode"), _model_cases())
+@pytest.mark.parametrize(("model", "mode", "layouts"), _model_cases())
 def test_chains_in_turn_give_shipped_models_bitwise_the_same_run_on_any_layout(
-    model_runs, model, mode
+    model_runs, model, mode, layouts
 ):
     """Each model of layout_runs.MODELS, SGHMC with a fixed step and adapted in warm-up, 4
-    chains in turn on 1, 2 and 4 devices: positions, ``Info`` and adapted values bitwise."""
-    one = _load(model_runs, f"{model}-{mode}-1")
-    assert (one.adapted is not None) == (mode == "adapted")
-    for devices in (2, 4):
-        assert_same_run(one, _load(model_runs, f"{model}-{mode}-{devices}"))
+    chains in turn on the listed layouts (1, 2 and 4 devices, or 2 and 4): positions, ``Info``
+    and adapted values bitwise."""
+    first = _load(model_runs, f"{model}-{mode}-{layouts[0]}")
+    assert (first.adapted is not None) == (mode == "adapted")
+    for devices in layouts[1:]:
+        assert_same_run(first, _load(model_runs, f"{model}-{mode}-{devices}"))
 
 
 def test_chains_over_devices_are_bitwise_one_device(runs):

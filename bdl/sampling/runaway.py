@@ -219,7 +219,18 @@ def _at_draws(
     return result
 
 
-def _dot_values(target: Target, theta: Any, centre: Any) -> jax.Array:
+def heat_and_energy(target: Target, theta: Any, centre: Any) -> jax.Array:
+    """(θ − c)·∇U(θ) and U(θ) at each of a stack of positions, full data (the run-away and
+    heat tests' one program, compiled once per target).
+
+    Args:
+        target: the compiled model or potential.
+        theta: positions with one leading axis.
+        centre: the centre c of each, with the same structure.
+
+    Returns:
+        ``(dots, energies)``, one of each per position.
+    """
     def one(pair: tuple[Any, Any]) -> jax.Array:
         position, mean = pair
         energy, grad = target.energy_and_grad(position)
@@ -229,4 +240,4 @@ def _dot_values(target: Target, theta: Any, centre: Any) -> jax.Array:
     return jax.lax.map(one, (theta, centre))
 
 
-_dots = owner_jit(_dot_values)
+_dots = owner_jit(heat_and_energy)

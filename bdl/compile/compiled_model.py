@@ -15,13 +15,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from numpyro.distributions.transforms import biject_to
 
 from bdl.augment.base import Augmentation, augment_batch
+from bdl.compile import starts
 from bdl.compile.batching import BatchState, init_batch_state, next_indices
 from bdl.compile.data_fields import check_fields_given
-from bdl.compile.minimise import minimise
 from bdl.compile.positions import broadcast_position
 from bdl.compile.prediction_inputs import check_targets, flatten_draws
 from bdl.compile.predictive import predictive
@@ -32,13 +31,20 @@ from bdl.dsl.model import Model
 from bdl.dsl.network import NetworkAdapter
 from bdl.dsl.priors import LeafInfo, LeafPrior
 from bdl.utils.owner_jit import owner_jit
-from bdl.utils.trees import path_to_str
 
 PyTree = Any
 
 
 class CompiledModel(Target):
-    """U(θ) = −Σ_i log p(y_i | x_i, θ) − log p(θ) on n training examples, tempered at T(t)."""
+    """U(θ) = −Σ_i log p(y_i | x_i, θ) − log p(θ) on n training examples, tempered at T(t).
+
+    Built by :func:`bdl.compile`, not by hand.
+
+    Attributes:
+        x_train, y_train, x_test, y_test, fields_train, fields_test: the data.
+        initial_position, n, batch_size, name, num_classes: as :func:`bdl.compile` set them.
+        model: the declaration; adapter, leaf_infos, leaf_priors, hyper_groups: its parts.
+    """
 
     x_train: jax.Array
     y_train: jax.Array
@@ -82,7 +88,14 @@ class CompiledModel(Target):
         return sum(int(np.size(x)) for x in jax.tree.leaves(self.initial_position))
 
     def constrain(self, position: PyTree) -> tuple[PyTree, dict[str, jax.Array]]:
-        """Network weights and likelihood parameters in their constrained spaces."""
+        """Network weights and likelihood parameters in their constrained spaces.
+
+        Args:
+            position: a position in the sampled space.
+
+        Returns:
+            ``(net, lik)``: the weights and the likelihood's learned parameters by name.
+        """
         hyper = self.constrain_hyper(position)
         leaves = self.net_treedef.flatten_up_to(position["net"])
         net = []
@@ -101,21 +114,34 @@ class CompiledModel(Target):
     def constrain_hyper(self, position: PyTree) -> PyTree:
         """The hierarchical priors' hyper-parameters in their constrained spaces, by name:
         ``{name: {"loc": μ, "scale": σ}}`` (``{name: {leaf: {...}}}`` per leaf or input);
-        ``{}`` when the model has none."""
+        ``{}`` when the model has none.
+
+        Args:
+            position: a position in the sampled space.
+
+        Returns:
+            The hyper-parameters by name.
+        """
         if not self.hyper_groups:
             return {}
         return hierarchical.constrain_hyper(self.hyper_groups, position["hyper"])
 
     def _group(self, prior: HierarchicalLeaf, hyper: PyTree) -> dict[str, jax.Array]:
-        name, leaf = prior.group
-        return hyper[name] if leaf is None else hyper[name][leaf]
+        return starts.group_values(prior, hyper)
 
     def unconstrain(
         self, net: PyTree, lik: dict[str, Any] | None = None, hyper: PyTree | None = None
     ) -> PyTree:
         """Inverse of :meth:`constrain`: a position from constrained weights/parameters (and
         hyper-parameters, by default their starting values, :func:`~bdl.dsl.hierarchical.
-        initial_hyper`)."""
+        initial_hyper`).
+
+        Args:
+            net: the weights; lik: the likelihood's parameters; hyper: the hyper-parameters.
+
+        Returns:
+            The position in the sampled space.
+        """
         if self.hyper_groups and hyper is None:
             hyper = hierarchical.initial_hyper(self.hyper_groups)
         leaves = self.net_treedef.flatten_up_to(net)
@@ -140,7 +166,14 @@ class CompiledModel(Target):
         return position
 
     def log_prior(self, position: PyTree) -> jax.Array:
-        """log p(θ) in the sampled (unconstrained) space, log-Jacobians included."""
+        """log p(θ) in the sampled (unconstrained) space, log-Jacobians included.
+
+        Args:
+            position: a position in the sampled space.
+
+        Returns:
+            The scalar log-density.
+        """
         total = jnp.zeros(())
         hyper = self.constrain_hyper(position)
         if self.hyper_groups:
@@ -165,7 +198,15 @@ class CompiledModel(Target):
 
     # ---------------------------------------------------------------- likelihood and energy
     def forward(self, position: PyTree, x: jax.Array) -> jax.Array:
-        """Network outputs f(x; θ) for a batch."""
+        """Network outputs f(x; θ) for a batch.
+
+        Args:
+            position: a position in the sampled space.
+            x: a batch of inputs.
+
+        Returns:
+            The network's outputs.
+        """
         net, _ = self.constrain(position)
         return self.adapter.apply(net, x)
 
@@ -202,7 +243,14 @@ class CompiledModel(Target):
 
     def stochastic_energy(self, position: PyTree, batch: tuple[jax.Array, ...]) -> jax.Array:
         """Ũ(θ) = −(N/|B|) Σ_{i∈B} log p(y_i | x_i, θ) − w(T) log p(θ), N = n unless an
-        effective data-set size is declared, w(T) = 1 unless the likelihood alone is tempered."""
+        effective data-set size is declared, w(T) = 1 unless the likelihood alone is tempered.
+
+        Args:
+            position: a position; batch: a minibatch (inputs, targets, fields).
+
+        Returns:
+            The scalar Ũ(θ).
+        """
         x, y, *rest = batch
         scale = self.likelihood_weight * self.n / x.shape[0]
         ll = jnp.sum(self.log_likelihood(position, x, y, rest[0] if rest else None))
@@ -235,7 +283,14 @@ class CompiledModel(Target):
 
     def epoch_batches(self, key: jax.Array) -> tuple[jax.Array, ...]:
         """All n // B minibatches of one epoch, stacked: shapes (n // B, B, ...), augmented
-        when the model declares an augmentation."""
+        when the model declares an augmentation.
+
+        Args:
+            key: a JAX random key (the epoch's permutation, the augmentation).
+
+        Returns:
+            The stacked inputs, targets and data fields.
+        """
         perm = jax.random.permutation(key, self.n)[: self.num_batches * self.batch_size]
         idx = perm.reshape(self.num_batches, self.batch_size)
         batch = self._batch(idx)
@@ -311,7 +366,14 @@ class CompiledModel(Target):
     ) -> jax.Array:
         """E[y | x, θ] at one position: class probabilities (n, K) for classifiers, the mean in
         the targets' shape for regressors; ``fields``: the likelihood's per-example data fields
-        at ``x`` (checked), when it reads any."""
+        at ``x`` (checked), when it reads any.
+
+        Args:
+            position: one position; x: the inputs; fields: their data fields.
+
+        Returns:
+            The predictive mean.
+        """
         net, lik = self.constrain(position)
         out = self.adapter.apply(net, x)
         if (
@@ -332,7 +394,15 @@ class CompiledModel(Target):
     ) -> Any:
         """The BMA predictive distribution at ``x``: mean, sd, quantiles and the
         aleatoric/epistemic split for regressors; probabilities, predictive entropy and mutual
-        information for classifiers (:func:`bdl.compile.predictive.predictive`)."""
+        information for classifiers (:func:`bdl.compile.predictive.predictive`).
+
+        Args:
+            positions: draws, as :meth:`predict` takes them; x: the inputs.
+            fields: their data fields; quantiles: the regressors' quantile levels.
+
+        Returns:
+            A ``RegressionPredictive`` or ``ClassificationPredictive``.
+        """
         return predictive(self, positions, x, fields=fields, quantiles=quantiles)
 
     def log_predictive(
@@ -343,7 +413,15 @@ class CompiledModel(Target):
         fields: dict[str, jax.Array] | None = None,
     ) -> jax.Array:
         """Per-example log of the BMA predictive density, log (1/K) Σ_k p(y_i | x_i, θ_k), over
-        draws as :meth:`predict` takes them."""
+        draws as :meth:`predict` takes them.
+
+        Args:
+            positions: draws (a :class:`bdl.Samples` or a pytree with leading draw axes).
+            x: inputs; y: their targets; fields: their data fields, when the likelihood reads any.
+
+        Returns:
+            One log-density per example.
+        """
         flat = flatten_draws(self, positions, "positions", x)
         check_targets(self, x, y)
         lls = jax.lax.map(lambda p: self.log_likelihood(p, x, y, fields), flat)
@@ -371,120 +449,34 @@ class CompiledModel(Target):
           non-centred hierarchical model's zeros, where a scale has no curvature at all);
         * a position pytree (shared, or with a leading chain axis).
         """
-        keys = jax.random.split(key, num_chains)
+        if isinstance(init, str) and init in self.INITS:
+            return starts.named_start(self, key, num_chains, init)
         if isinstance(init, str):
-            if init == "map":
-                return self._map_start(key, num_chains)
-            if init == "auto":
-                if self.adapter.init is not None:
-                    init = "network"
-                else:
-                    try:
-                        return jax.vmap(self._prior_draw)(keys)
-                    except NotImplementedError:  # an improper prior
-                        init = "perturbed"
-            if init == "perturbed":
-                return jax.vmap(lambda k: _perturbed(self.initial_position, k))(keys)
-            if init == "network":
-                self._check_network_init()
-                return jax.vmap(lambda k: self.unconstrain(self.adapter.init(k)))(keys)
-            if init == "prior":
-                try:
-                    return jax.vmap(self._prior_draw)(keys)
-                except NotImplementedError:
-                    raise ValueError(
-                        "init='prior' needs a proper prior to draw from, and this model has an "
-                        "improper one; use init='auto', 'map' or 'fixed', or a position."
-                    ) from None
-            if init == "fixed":
-                return _broadcast(self.initial_position, num_chains)
             self.check_init(init, num_chains)  # an unknown name
         return broadcast_position(init, self.initial_position, num_chains, self.OWNER)
 
     def check_init(self, init: Any, num_chains: int | None) -> None:
         """As :meth:`Target.check_init`; also a start from the declared parameters (``"fixed"``,
         ``"perturbed"``, ``"auto"`` or ``"map"`` without a network initialiser) that is not
-        finite in the sampled space: parameters outside their prior's support."""
+        finite in the sampled space: parameters outside their prior's support.
+
+        Args:
+            init: the start, as :meth:`init_positions` takes it; num_chains: the run's chains.
+
+        Raises:
+            ValueError: an unknown name, a start that cannot be made, or declared parameters
+                outside their prior's support.
+        """
         super().check_init(init, num_chains)
-        if init == "network":
-            self._check_network_init()
-        if not isinstance(init, str) or init in ("network", "prior"):
-            return
-        if init in ("auto", "map") and self.adapter.init is not None:
-            return  # the network's own initialiser
-        flat, _ = jax.tree_util.tree_flatten_with_path(self.initial_position)
-        for path, leaf in flat:
-            values = np.asarray(leaf)
-            if not np.all(np.isfinite(values)):
-                raise ValueError(
-                    f"init={init!r} starts from the declared parameters, but "
-                    f"{path_to_str(path)} is not finite in the sampled space: the parameters lie "
-                    "outside their prior's support (e.g. 0 under a HalfNormal prior). Use "
-                    "init='prior', or pass a position."
-                )
+        starts.check_declared_start(self, init)
 
-    def _check_network_init(self) -> None:
-        if self.adapter.flavour == "none":
-            raise ValueError(
-                "init='network': this model has no network; use init='prior', 'fixed', 'map' "
-                "or 'auto', or pass a position."
-            )
-        if self.adapter.init is None:
-            raise ValueError(
-                f"init='network' needs a network that initialises from a key ("
-                f"{self.adapter.flavour} instances are fixed); use init='prior' or "
-                "'fixed', or pass params=key -> params."
-            )
-
-    def _map_start(self, key: jax.Array, num_chains: int) -> PyTree:
-        k_start, k_opt = jax.random.split(key)
-        start = self.init_positions(k_start, num_chains, "auto")
-        optimizer = optax.adam(MAP_LEARNING_RATE)
-        return jax.vmap(lambda p, k: minimise(self, optimizer, p, k, MAP_STEPS))(
-            start, jax.random.split(k_opt, num_chains)
-        )
-
-    def _prior_draw(self, key: jax.Array) -> PyTree:
-        infos, priors = self.leaf_infos, self.leaf_priors
-        lik_priors = self.likelihood.param_priors
-        key, k_hyper = jax.random.split(key)
-        keys = jax.random.split(key, len(infos) + len(lik_priors))
-        hyper = hierarchical.sample_hyper(self.hyper_groups, k_hyper) if self.hyper_groups else None
-        net = [
-            p.sample_given(k, self._group(p, hyper), i)
-            if isinstance(p, HierarchicalLeaf)
-            else p.sample(k, i)
-            for k, p, i in zip(keys[: len(infos)], priors, infos, strict=True)
-        ]
-        # learned likelihood parameters (e.g. the Gaussian σ) are drawn from their priors too
-        lik = {
-            name: prior.sample(k)
-            for k, (name, prior) in zip(keys[len(infos) :], lik_priors.items(), strict=True)
-        }
-        return self.unconstrain(self.net_treedef.unflatten(net), lik if lik_priors else None, hyper)
 
 
 #: the named starts of :meth:`CompiledModel.init_positions`
 INITS = CompiledModel.INITS
 #: Adam steps and learning rate of ``init="map"``
-MAP_STEPS = 500
-MAP_LEARNING_RATE = 1e-2
-
-
-def _perturbed(position: PyTree, key: jax.Array) -> PyTree:
-    leaves, treedef = jax.tree.flatten(position)
-    keys = jax.random.split(key, len(leaves))
-
-    def jitter(x: jax.Array, k: jax.Array) -> jax.Array:
-        rms = jnp.sqrt(jnp.mean(jnp.square(x)))
-        scale = jnp.where(rms > 0, 0.1 * rms, 0.01)
-        return x + scale * jax.random.normal(k, jnp.shape(x), jnp.result_type(x))
-
-    return treedef.unflatten([jitter(x, k) for x, k in zip(leaves, keys, strict=True)])
-
-
-def _broadcast(position: PyTree, num_chains: int) -> PyTree:
-    return jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains, *jnp.shape(a))), position)
+MAP_STEPS = starts.MAP_STEPS
+MAP_LEARNING_RATE = starts.MAP_LEARNING_RATE
 
 
 @owner_jit

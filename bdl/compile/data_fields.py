@@ -111,14 +111,7 @@ def check_log_prob(
             "rename the data field."
         )
     k = int(output.shape[0])
-    params = {
-        name: jax.ShapeDtypeStruct(np.shape(v), np.float32)
-        for name, v in likelihood.param_init.items()
-    }
-    params.update(
-        {name: jax.ShapeDtypeStruct((k, *v.shape[1:]), v.dtype) for name, v in fields.items()}
-    )
-    target = jax.ShapeDtypeStruct((k, *y.shape[1:]), y.dtype)
+    params, target = abstract_inputs(likelihood, k, y, fields)
     try:
         lp = jax.eval_shape(likelihood.log_prob, output, target, params)
     except Exception as err:
@@ -131,3 +124,28 @@ def check_log_prob(
             f"{likelihood!r} gives log-likelihoods of shape {lp.shape} for {k} examples; it must "
             "give one value per example. Check the network's output shape against the targets."
         )
+
+
+def abstract_inputs(
+    likelihood: Likelihood, k: int, y: np.ndarray, fields: dict[str, np.ndarray]
+) -> tuple[dict[str, jax.ShapeDtypeStruct], jax.ShapeDtypeStruct]:
+    """The shapes of the likelihood's parameters (its learned ones, then the data fields) and of
+    the targets for ``k`` examples, for abstract evaluation of ``likelihood.log_prob``.
+
+    Args:
+        likelihood: the likelihood.
+        k: the number of examples.
+        y: the targets (their trailing shape and dtype are read).
+        fields: the per-example data fields.
+
+    Returns:
+        ``(params, target)`` as ``jax.ShapeDtypeStruct`` values.
+    """
+    params = {
+        name: jax.ShapeDtypeStruct(np.shape(v), np.float32)
+        for name, v in likelihood.param_init.items()
+    }
+    params.update(
+        {name: jax.ShapeDtypeStruct((k, *v.shape[1:]), v.dtype) for name, v in fields.items()}
+    )
+    return params, jax.ShapeDtypeStruct((k, *y.shape[1:]), y.dtype)

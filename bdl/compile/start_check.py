@@ -73,6 +73,27 @@ def start_value_is_finite(target: Target, position: PyTree) -> jax.Array:
     return jax.lax.scan(block, jnp.asarray(True), _blocks(target))[0]
 
 
+def cannot_start(bad: list[int], first: int, what: str, why: str) -> str:
+    """The message refusing a run whose chains ``bad`` (local indices; ``first``: the run's index
+    of the first of them) cannot start.
+
+    Args:
+        bad: the chains whose start is not finite, at least one.
+        first: the run's index of local chain 0.
+        what: what is not finite (``"the energy U(θ) is"``).
+        why: :func:`explain_start` at the first of them.
+
+    Returns:
+        The message.
+    """
+    names = ", ".join(str(first + c) for c in bad[:10]) + (", …" if len(bad) > 10 else "")
+    where = "its starting position" if len(bad) == 1 else (
+        f"their starting positions; at chain {first + bad[0]}'s"
+    )
+    chains = f"chain{'s' if len(bad) > 1 else ''} {names}"
+    return f"{chains} cannot start: {what} not finite at {where}: {why}."
+
+
 def explain_start(target: Target, position: PyTree) -> str:
     """Why U(θ) or ∇U(θ) is not finite at ``position``, naming the term: the prior (and the
     parameters where its gradient is not finite), the rows of ``x_train`` on which the network

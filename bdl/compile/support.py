@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.distributions import constraints
 
+from bdl.compile.data_fields import abstract_inputs
 from bdl.dsl.likelihoods import Likelihood
 
 #: offending values (and rows) listed in a message
@@ -69,14 +70,7 @@ def read_constraints(
     """(the support of y, ``{parameter: constraint}`` of the parameters fed by data fields), by
     abstract evaluation; a constraint that depends on traced values is left out (``None``)."""
     k = int(output.shape[0]) if output.shape else 1
-    params = {
-        name: jax.ShapeDtypeStruct(np.shape(v), jnp.float32)
-        for name, v in likelihood.param_init.items()
-    }
-    params.update(
-        {name: jax.ShapeDtypeStruct((k, *v.shape[1:]), v.dtype) for name, v in fields.items()}
-    )
-    target = jax.ShapeDtypeStruct((k, *y.shape[1:]), y.dtype)
+    params, target = abstract_inputs(likelihood, k, y, fields)
     found: dict[str, Any] = {}
 
     def build(out: jax.Array, target: jax.Array, params: dict) -> jax.Array:

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bdl.compile.start_check import explain_start, start_is_finite
+from bdl.compile.start_check import cannot_start, explain_start, start_is_finite
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.sampling.carry import Chains, Status
@@ -69,15 +69,10 @@ def refuse_bad_starts(
     bad = [int(c) for c in np.flatnonzero(stuck) if not bool(_finite_at(target, position(c)))]
     if not bad:
         return  # the start is finite: the first step went wrong, a divergence to report
-    names = ", ".join(str(first + c) for c in bad[:10]) + (", …" if len(bad) > 10 else "")
     why = explain_start(target, position(bad[0]))
-    where = "its starting position" if len(bad) == 1 else (
-        f"their starting positions; at chain {first + bad[0]}'s"
-    )
     raise ValueError(
-        f"chain{'s' if len(bad) > 1 else ''} {names} cannot start: the energy U(θ) or its "
-        f"gradient is not finite at {where}: {why}. No draw was kept: a chain started there "
-        "diverges at its first step."
+        cannot_start(bad, first, "the energy U(θ) or its gradient is", why) + " No draw was "
+        "kept: a chain started there diverges at its first step."
     )
 
 

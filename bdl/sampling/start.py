@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bdl.compile.start_check import explain_start, start_value_is_finite
+from bdl.compile.start_check import cannot_start, explain_start, start_value_is_finite
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.sampling.carry import Chains, healthy_status
@@ -47,15 +47,10 @@ def start_chains(
     finite = np.asarray(jax.device_get(finite), bool).reshape(-1)
     if not finite.all():
         bad = [int(c) for c in np.flatnonzero(~finite)]
-        first = chains[0]
-        names = ", ".join(str(first + c) for c in bad[:10]) + (", …" if len(bad) > 10 else "")
         position = kernel.position(jax.tree.map(lambda a: a[bad[0]], out.states))
-        where = "its starting position" if len(bad) == 1 else (
-            f"their starting positions; at chain {first + bad[0]}'s"
-        )
+        why = explain_start(target, position)
         raise ValueError(
-            f"chain{'s' if len(bad) > 1 else ''} {names} cannot start: the energy U(θ) is not "
-            f"finite at {where}: {explain_start(target, position)}. Nothing was sampled: a "
+            cannot_start(bad, chains[0], "the energy U(θ) is", why) + " Nothing was sampled: a "
             "chain started there diverges at its first step."
         )
     return out, chain_keys

@@ -24,6 +24,7 @@ from jax.flatten_util import ravel_pytree
 from bdl.compile.target import Target
 from bdl.kernels.base import Info, Kernel
 from bdl.kernels.blocks import DenseMass, Elementwise, dense_mass
+from bdl.sampling.warmup import extremes as edges
 from bdl.sampling.warmup import guard as guards
 from bdl.sampling.warmup.laplace import Mode, convex_at, laplace_draw, mode_mass, newton_mode
 from bdl.sampling.warmup.mass import (
@@ -57,14 +58,16 @@ FAILED_BACKOFF = 2.0**-40
 
 
 class AdaptationState(NamedTuple):
-    """One chain's warm-up: its adapted values, the window's statistics of θ, the guard, and
-    the largest curvature λ_max measured since the mass last changed (the final window's step
-    is set from it: :meth:`WarmUp.update`)."""
+    """One chain's warm-up: its adapted values, the window's statistics of θ, the guard, the
+    largest curvature λ_max measured since the mass last changed, and for a dense mass the
+    extreme states of the window before the last new mass and of the one since
+    (:mod:`.extremes`); the final step is set from the last two (:meth:`WarmUp.update`)."""
 
     params: AdaptParams
     stats: Welford
     guard: guards.Guard
     peak: jax.Array
+    extremes: tuple[edges.Extremes, edges.Extremes] | None = None
 
 
 def needs_adaptation(kernel: Kernel) -> bool:
@@ -159,7 +162,9 @@ class WarmUp(eqx.Module):
         state = self._readapted(state, params)
         noise = self._energy_noise(target, theta, jax.random.fold_in(key, 4))
         guard = guards.start_guard(state, noise)
-        return state, AdaptationState(params, empty_stats(theta, is_dense), guard, curvature)
+        extremes = (edges.empty(theta), edges.empty(theta)) if is_dense else None
+        stats = empty_stats(theta, is_dense)
+        return state, AdaptationState(params, stats, guard, curvature, extremes)
 
     def _laplace_start(
         self, target: Target, state: Any, temperature: jax.Array, key: jax.Array
@@ -236,8 +241,13 @@ class WarmUp(eqx.Module):
         params = back_off(params, verdict.ok)
         moved = self.kernel.recipe_state(state).z["theta"]
         stats = where(verdict.taken, accumulate(adaptation.stats, moved), adaptation.stats)
+        extremes = adaptation.extremes
+        if extremes is not None:
+            seen = (extremes[0], edges.record(extremes[1], moved))
+            extremes = where(verdict.taken, seen, extremes)
         failed = params.backoff < FAILED_BACKOFF  # nothing is finite at any step size
-        return state, AdaptationState(params, stats, guard, adaptation.peak), failed
+        state_out = AdaptationState(params, stats, guard, adaptation.peak, extremes)
+        return state, state_out, failed
 
     # ------------------------------------------------------------------ update
     def update(
@@ -282,6 +292,23 @@ class WarmUp(eqx.Module):
         # the final window's step is also stable at the stiffest state it saw: the frozen
         # kernel must not diverge wherever the chain goes next, not only where it was measured
         stiffest = jnp.where(point.final, peak, curvature)
+        extremes = adaptation.extremes
+        if extremes is not None:  # and at the edges of the last two windows (.extremes)
+            unravel = ravel_pytree(theta)[1]
+            k_edge = jax.random.fold_in(key, 5)
+
+            def at_edges() -> jax.Array:
+                def curvature_at(x: PyTree) -> jax.Array:
+                    return largest_curvature(grad_fn, x, moving, k_edge)
+
+                return edges.stiffest(curvature_at, extremes, unravel)
+
+            last = jnp.logical_and(point.final, point.window_end)
+            edge = jax.lax.cond(last, at_edges, lambda: jnp.zeros_like(curvature))
+            stiffest = jnp.maximum(stiffest, edge)
+            extremes = jax.lax.cond(
+                point.new_mass, lambda e: (e[1], edges.empty(theta)), lambda e: e, extremes
+            )
         backoff = jnp.minimum(1.0, 2.0 * params.backoff)
         floor = friction_floor(kernel, theta, temperature)
         k_noise = jax.random.fold_in(key, 2)
@@ -298,7 +325,7 @@ class WarmUp(eqx.Module):
         stats = jax.lax.cond(
             point.window_end, lambda: empty_stats(theta, is_dense), lambda: stats
         )
-        return state, AdaptationState(params, stats, adaptation.guard, peak)
+        return state, AdaptationState(params, stats, adaptation.guard, peak, extremes)
 
     # ------------------------------------------------------------------ final
     def final(self, adaptation: AdaptationState) -> dict[str, Any]:

@@ -23,9 +23,9 @@ import platform
 import sys
 import time
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "experiments" / "results"
@@ -169,6 +169,44 @@ def pm(values: Iterable[float], digits: int = 3) -> str:
     if math.isnan(se):
         return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} ± {se:.{digits}f}"
+
+
+class Paired(NamedTuple):
+    """A difference paired by seed: mean and standard error of the per-seed differences, and
+    the number of seeds both sides have."""
+
+    mean: float
+    se: float
+    n: int
+
+    def side(self) -> int:
+        """+1 / −1 when the mean is above / below zero by more than two standard errors, else
+        0 (also when the se is 0 or undefined)."""
+        return beyond(self.mean, self.se)
+
+    def text(self, digits: int = 3) -> str:
+        """``+0.185 ± 0.028`` (``—`` without a pair)."""
+        if self.n == 0:
+            return "—"
+        if math.isnan(self.se):
+            return f"{self.mean:+.{digits}f}"
+        return f"{self.mean:+.{digits}f} ± {self.se:.{digits}f}"
+
+
+def paired(a: Mapping[Any, float], b: Mapping[Any, float]) -> Paired:
+    """Mean ± se over seeds of ``a[seed] − b[seed]``, over the seeds both have (``a`` and ``b``
+    map a seed to a value). The seeds pair the two runs, so what both share (the start, the
+    minibatches) cancels: the se of the differences, not the two standard errors combined."""
+    diffs = [float(a[seed]) - float(b[seed]) for seed in a if seed in b]
+    mean, se = mean_se(diffs)
+    return Paired(mean, se, len(diffs))
+
+
+def beyond(mean: float, se: float) -> int:
+    """+1 / −1 when the mean is above / below zero by more than two standard errors, else 0."""
+    if math.isnan(mean) or math.isnan(se) or se == 0:
+        return 0
+    return 1 if mean > 2 * se else -1 if mean < -2 * se else 0
 
 
 def environment() -> str:

@@ -32,6 +32,7 @@ from _harness import (
     load_config,
     main_guard,
     mean_se,
+    paired,
     parse_args,
     pm,
     results_path,
@@ -208,41 +209,79 @@ def summary(record: dict) -> str:
     return f"acc {record['accuracy']:.3f}, NLL {record['nll']:.3f}, {record['seconds']:.0f} s"
 
 
+def nll_by_seed(records: list[dict], aug: str, t: Any) -> dict[int, float]:
+    """Test NLL per seed of the runs at augmentation ``aug`` and temperature ``t`` (``"sgd"``:
+    the SGD runs) that did not diverge."""
+    return {
+        r["seed"]: r["nll"]
+        for r in records
+        if r["augmentation"] == aug and r["temperature"] == t and not r.get("diverged")
+    }
+
+
+def lowest(records: list[dict], aug: str, temps: list[Any]) -> tuple[Any, dict[int, float]] | None:
+    """The temperature of ``temps`` whose runs have the lowest mean NLL, and its NLL per seed."""
+    runs = [(t, v) for t in temps if (v := nll_by_seed(records, aug, t))]
+    if not runs:
+        return None
+    return min(runs, key=lambda run: mean_se(run[1].values())[0])
+
+
+def mean_of(values: dict[int, float]) -> float:
+    return mean_se(values.values())[0]
+
+
 def verdict(config: dict, records: list[dict]) -> str:
-    """One sentence: is T = 1 worse than the best cold T (by more than two standard errors)?"""
-    temps = [t for t in config["experiment"]["temperatures"] if t < 1.0]
-    sentences = []
-    for aug in config["experiment"]["augmentations"]:
-
-        def nll(t: Any, aug: str = aug) -> tuple[float, float]:
-            return mean_se(
-                r["nll"]
-                for r in records
-                if r["augmentation"] == aug and r["temperature"] == t and not r.get("diverged")
-            )
-
-        warm, warm_se = nll(1.0)
-        cold = [(nll(t), t) for t in temps]
-        cold = [c for c in cold if not math.isnan(c[0][0])]
-        if math.isnan(warm) or not cold:
+    """One sentence: is T = 1 worse than the best cold T (the lowest mean NLL) by more than two
+    standard errors of the differences paired by seed? And SGD against each setting's
+    posterior of lowest NLL, paired likewise."""
+    e = config["experiment"]
+    temps = [t for t in e["temperatures"] if t < 1.0]
+    sentences, sgd_parts = [], []
+    for aug in e["augmentations"]:
+        warm = nll_by_seed(records, aug, 1.0)
+        cold = lowest(records, aug, temps)
+        if not warm or cold is None:
             sentences.append(f"{aug}: not enough runs")
-            continue
-        (best, best_se), best_t = min(cold)
-        gap = warm - best
-        se = math.hypot(warm_se if not math.isnan(warm_se) else 0.0, best_se or 0.0)
-        if se > 0 and gap > 2 * se:
-            sentences.append(
-                f"{aug}: T = 1 loses to T = {best_t:g} (NLL {warm:.3f} vs {best:.3f}, "
-                f"gap {gap:.3f} ± {se:.3f})"
-            )
         else:
-            sentences.append(
-                f"{aug}: no cold posterior effect beyond two standard errors (NLL at T = 1 "
-                f"{warm:.3f}, best cold T = {best_t:g} {best:.3f})"
+            best_t, best = cold
+            gap = paired(warm, best)
+            numbers = (
+                f"NLL {mean_of(warm):.3f} vs {mean_of(best):.3f}, gap {gap.text()} over "
+                f"{gap.n} seeds"
+            )
+            if gap.side() > 0:
+                sentences.append(f"{aug}: T = 1 loses to T = {best_t:g} ({numbers})")
+            else:
+                sentences.append(
+                    f"{aug}: no cold posterior effect beyond two standard errors (T = 1 against "
+                    f"the best cold T = {best_t:g}: {numbers})"
+                )
+        sgd = nll_by_seed(records, aug, "sgd")
+        posterior = lowest(records, aug, e["temperatures"])
+        if sgd and posterior is not None:
+            t, nll = posterior
+            d = paired(sgd, nll)
+            side = d.side()
+            word = "beats it" if side < 0 else "is worse" if side > 0 else "does not differ"
+            sgd_parts.append(
+                f"{aug}: SGD {word}{' beyond 2 se' if side == 0 else ''} (NLL "
+                f"{mean_of(sgd):.3f} vs {mean_of(nll):.3f} at T = {t:g}, difference {d.text()})"
             )
     effect = [("loses" in s) for s in sentences]
     word = "reproduced" if all(effect) else "partly" if any(effect) else "not reproduced"
-    return f"**{word}** at this scale — " + "; ".join(sentences) + "." + accuracy_caveat(records)
+    sgd_text = (
+        " SGD against each setting's posterior of lowest NLL: " + "; ".join(sgd_parts) + "."
+        if sgd_parts
+        else ""
+    )
+    return (
+        f"**{word}** at this scale — "
+        + "; ".join(sentences)
+        + " (differences paired by seed, mean ± se)."
+        + sgd_text
+        + accuracy_caveat(records)
+    )
 
 
 def accuracy_caveat(records: list[dict]) -> str:
@@ -293,7 +332,8 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
         f"{s['num_chains']} chain(s) per seed.",
         f"- SGD: `optax.sgd({g['learning_rate']}, momentum={g['momentum']})` on the mean "
         f"minibatch loss, {g['epochs']} epochs, T = 1 model.",
-        f"- Seeds {e['seeds']}; tables give mean ± standard error over seeds.",
+        f"- Seeds {e['seeds']}; tables give mean ± standard error over seeds; differences "
+        "between settings are paired by seed (mean ± se of the per-seed differences).",
         f"- Command: `{command_line(NAME, args)}`; {total_min:.1f} min of runs; {environment()}.",
         "",
         "## Results",

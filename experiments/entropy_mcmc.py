@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from _harness import (
+    Paired,
     Progress,
     Results,
     bma_metrics,
@@ -43,6 +44,7 @@ from _harness import (
     suffix,
     write_page,
 )
+from _harness import paired as paired_by_seed
 
 NAME = "entropy_mcmc"
 LABELS = {
@@ -252,20 +254,14 @@ def headline(record: dict) -> dict:
     return record["bma"].get("both", record["bma"]["theta"])
 
 
-def paired(records: list[dict], a: Any, b: Any) -> tuple[float, float, int]:
-    """Mean ± se over seeds of a(r) − b(r') for the seeds both have; a, b: (method, getter)."""
+def paired(records: list[dict], a: Any, b: Any) -> Paired:
+    """Mean ± se over seeds of a(r) − b(r') for the seeds both have (paired by seed); a, b:
+    (method, getter)."""
     (ma, ga), (mb, gb) = a, b
-    by_seed = {r["seed"]: r for r in rows(records, mb)}
-    diffs = [ga(r) - gb(by_seed[r["seed"]]) for r in rows(records, ma) if r["seed"] in by_seed]
-    mean, se = mean_se(diffs)
-    return mean, se, len(diffs)
-
-
-def beyond(mean: float, se: float) -> int:
-    """+1 / −1 when the mean is above / below zero by more than two standard errors, else 0."""
-    if math.isnan(mean) or math.isnan(se) or se == 0:
-        return 0
-    return 1 if mean > 2 * se else -1 if mean < -2 * se else 0
+    return paired_by_seed(
+        {r["seed"]: ga(r) for r in rows(records, ma)},
+        {r["seed"]: gb(r) for r in rows(records, mb)},
+    )
 
 
 def verdict(config: dict, records: list[dict]) -> str:
@@ -284,8 +280,8 @@ def verdict(config: dict, records: list[dict]) -> str:
             (m, lambda r: r["flatness"]["guide"]["rise"][mid]),
             (m, lambda r: r["flatness"]["theta"]["rise"][mid]),
         )
-        flat = beyond(own[0], own[1]) < 0
-        text = f"{LABELS[m]}: Δ(ρ = {radii[mid]:g}) of θ_a − θ = {own[0]:+.3f} ± {own[1]:.3f}" + (
+        flat = own.side() < 0
+        text = f"{LABELS[m]}: Δ(ρ = {radii[mid]:g}) of θ_a − θ = {own.text()}" + (
             " (flatter)" if flat else " (not flatter beyond 2 se)"
         )
         base = BASELINE[m]
@@ -296,17 +292,17 @@ def verdict(config: dict, records: list[dict]) -> str:
                 (m, lambda r: r["flatness"]["guide"]["rise"][mid]),
                 (base, lambda r: r["flatness"]["theta"]["rise"][mid]),
             )
-            flat = flat and beyond(vs[0], vs[1]) < 0
-            text += f", θ_a − {LABELS[base]} θ = {vs[0]:+.3f} ± {vs[1]:.3f}"
+            flat = flat and vs.side() < 0
+            text += f", θ_a − {LABELS[base]} θ = {vs.text()}"
             for metric, sign in (("nll", -1), ("accuracy", 1), ("ood_auroc", 1)):
                 d = paired(
                     records,
                     (m, lambda r, k=metric: headline(r)[k]),
                     (base, lambda r, k=metric: headline(r)[k]),
                 )
-                side = beyond(d[0], d[1])
+                side = d.side()
                 if side:
-                    (gains if side == sign else losses).append(f"{metric} {d[0]:+.3f} ± {d[1]:.3f}")
+                    (gains if side == sign else losses).append(f"{metric} {d.text()}")
             text += "; better than " + LABELS[base] + " in " + (", ".join(gains) or "nothing")
             text += ", worse in " + (", ".join(losses) or "nothing")
         flat_claims.append(flat)
@@ -413,7 +409,8 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
         f"- Flatness: Δ(ρ) = mean training NLL per example (first {f['train_examples']} "
         f"training examples) at θ + ρ‖θ‖u/‖u‖ minus at θ, averaged over {f['directions']} "
         f"directions u ~ N(0, I) and the last {f['draws']} draws; ρ ∈ {f['radii']}.",
-        f"- Seeds {e['seeds']}; tables give mean ± standard error over seeds.",
+        f"- Seeds {e['seeds']}; tables give mean ± standard error over seeds; differences "
+        "between methods are paired by seed (mean ± se of the per-seed differences).",
         f"- Command: `{command_line(NAME, args)}`; {total_min:.1f} min of runs; {environment()}.",
         "",
         "## Results",

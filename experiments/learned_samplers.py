@@ -40,6 +40,7 @@ from typing import Any
 
 from _harness import (
     ROOT,
+    Paired,
     Progress,
     Results,
     command_line,
@@ -55,6 +56,7 @@ from _harness import (
     suffix,
     write_page,
 )
+from _harness import paired as paired_by_seed
 
 NAME = "learned_samplers"
 KERNELS = ("sghmc", "cyclical", "l2e", "kinetic-l2e", "nnsghmc", "ensemble")
@@ -435,23 +437,14 @@ def final(record: dict, metric: str) -> float:
     return value[-1] if isinstance(value, list) else value
 
 
-def paired(records: list[dict], a: str, b: str, metric: str) -> tuple[float, float, int]:
-    """Mean ± se over seeds of metric(a) − metric(b), over the seeds where neither diverged."""
-    by_seed = {r["seed"]: r for r in rows(records, b) if metric in r}
-    diffs = [
-        final(r, metric) - final(by_seed[r["seed"]], metric)
-        for r in rows(records, a)
-        if r["seed"] in by_seed and metric in r
-    ]
-    mean, se = mean_se(diffs)
-    return mean, se, len(diffs)
+def paired(records: list[dict], a: str, b: str, metric: str) -> Paired:
+    """Mean ± se over seeds of metric(a) − metric(b) (paired by seed), over the seeds where
+    neither diverged."""
 
+    def by_seed(name: str) -> dict[int, float]:
+        return {r["seed"]: final(r, metric) for r in rows(records, name) if metric in r}
 
-def beyond(mean: float, se: float) -> int:
-    """+1 / −1 when the mean is above / below zero by more than two standard errors, else 0."""
-    if math.isnan(mean) or math.isnan(se) or se == 0:
-        return 0
-    return 1 if mean > 2 * se else -1 if mean < -2 * se else 0
+    return paired_by_seed(by_seed(a), by_seed(b))
 
 
 def label(config: dict, name: str) -> str:
@@ -465,62 +458,156 @@ def roles(config: dict) -> tuple[list[str], list[str]]:
     return [n for n in names if kinds[n] in LEARNED], [n for n in names if kinds[n] in BASELINES]
 
 
-def beaten(records: list[dict], a: str, b: str) -> tuple[bool, str]:
-    """Whether ``a``'s BMA (all draws) beats ``b``'s: a lower NLL or a higher accuracy beyond
-    2 se and neither worse beyond 2 se (paired over seeds); and the differences as text."""
+OUTCOME = {
+    "better": "beats",
+    "worse": "is worse than",
+    "better nll": "has a lower NLL but a lower accuracy than",
+    "better accuracy": "has a higher accuracy but a higher NLL than",
+    "even": "does not differ beyond 2 se from",
+}
+
+
+def outcome(records: list[dict], a: str, b: str) -> tuple[str | None, str]:
+    """How ``a``'s BMA (all draws) compares with ``b``'s, paired over seeds: ``"better"`` (a
+    lower NLL or a higher accuracy beyond 2 se, and neither worse beyond 2 se), ``"worse"`` (the
+    reverse), ``"better nll"`` / ``"better accuracy"`` (better in that one, worse in the other),
+    ``"even"`` (neither beyond 2 se), ``None`` without a pair (keys of :data:`OUTCOME`); and the
+    differences as text."""
     nll = paired(records, a, b, "nll")
     acc = paired(records, a, b, "accuracy")
-    if nll[2] == 0:
-        return False, "no pair (diverged)"
-    better = beyond(nll[0], nll[1]) < 0 or beyond(acc[0], acc[1]) > 0
-    worse = beyond(nll[0], nll[1]) > 0 or beyond(acc[0], acc[1]) < 0
-    text = f"NLL {nll[0]:+.3f} ± {nll[1]:.3f}, acc {acc[0]:+.3f} ± {acc[1]:.3f}"
-    return better and not worse, text
+    if nll.n == 0:
+        return None, "no pair (diverged)"
+    better = nll.side() < 0 or acc.side() > 0
+    worse = nll.side() > 0 or acc.side() < 0
+    if better and worse:
+        kind = "better nll" if nll.side() < 0 else "better accuracy"
+    else:
+        kind = "better" if better else "worse" if worse else "even"
+    return kind, f"NLL {nll.text()}, acc {acc.text()}"
+
+
+def beaten(records: list[dict], a: str, b: str) -> tuple[bool, str]:
+    """Whether ``a``'s BMA (all draws) beats ``b``'s (:func:`outcome` ``"better"``), and the
+    differences as text."""
+    kind, text = outcome(records, a, b)
+    return kind == "better", text
+
+
+def listing(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def verdict(config: dict, records: list[dict]) -> str:
     """Reproduced: every learned sampler (previous-family entries aside) beats every baseline
-    (:func:`beaten`: better BMA NLL or accuracy beyond 2 se, worse in neither, paired over
-    seeds); partly: some learned sampler beats some baseline; not reproduced: none does. The
-    ESS per second is stated beside it."""
+    (:func:`outcome`: better BMA NLL or accuracy beyond 2 se, worse in neither, paired over
+    seeds); partly: some learned sampler beats some baseline; not reproduced: none does. Each
+    learned sampler's outcome against every baseline by the same rule, and whether a retrained
+    family changes which baselines it beats (:func:`family_outcome`)."""
     learned, baselines = roles(config)
     primary = [n for n in learned if not config["samplers"][n].get("comparison_only")]
     if not primary or not baselines or not any(rows(records, n) for n in baselines):
         return "**not enough runs** for a verdict."
-    wins, parts = [], []
+    wins, phrases = [], []
     for a in primary:
         if not rows(records, a):
             wins.append([False] * len(baselines))
-            parts.append(f"{label(config, a)} diverged in every run")
+            phrases.append(f"{label(config, a)} diverged in every run")
             continue
-        won, cells = [], []
-        for b in baselines:
-            ok, text = beaten(records, a, b)
-            won.append(ok)
-            cells.append(f"vs {label(config, b)} {text}")
-        wins.append(won)
-        parts.append(f"{label(config, a)}: " + "; ".join(cells))
+        kinds = {b: outcome(records, a, b)[0] for b in baselines}
+        wins.append([kinds[b] == "better" for b in baselines])
+        groups = []
+        for kind, verb in OUTCOME.items():
+            against = [label(config, b) for b in baselines if kinds[b] == kind]
+            if against:
+                whom = "every baseline" if len(against) == len(baselines) else listing(against)
+                groups.append(f"{verb} {whom}")
+        unpaired = [label(config, b) for b in baselines if kinds[b] is None]
+        if unpaired:
+            groups.append(f"has no pair with {listing(unpaired)} (diverged)")
+        phrases.append(f"{label(config, a)} " + ", ".join(groups))
     every = all(all(w) for w in wins)
     some = any(any(w) for w in wins)
     word = "reproduced" if every else "partly" if some else "not reproduced"
-    beats = [
-        f"{label(config, a)} beats {', '.join(label(config, b) for b, ok in zip(baselines, w, strict=True) if ok)}"  # noqa: E501
-        for a, w in zip(primary, wins, strict=True)
-        if any(w)
+    families = [
+        f"{label(config, new)} against {label(config, old)}: {text}"
+        for old, new in family_pairs(config)
+        if (text := family_outcome(config, records, old, new)) is not None
     ]
     return (
         f"**{word}** at this scale — "
-        + ("; ".join(beats) if beats else "no learned sampler beats any baseline")
-        + " (better BMA NLL or accuracy beyond 2 se, worse in neither). Differences of the "
-        + "learned sampler minus the baseline, paired over seeds, mean ± se: "
-        + " — ".join(parts)
-        + "; median ESS per second of the log predictive: "
-        + "; ".join(
-            f"{label(config, n)} {pm(rates, 2)}"
-            for n in [*[b for b in baselines if b != "ensemble"], *primary]
-            if (rates := [r["ess_per_second"] for r in rows(records, n) if "ess_per_second" in r])
-        )
+        + "; ".join(phrases)
+        + " (BMA of all draws, paired over seeds: beats = a lower NLL or a higher accuracy beyond "
+        "2 se and worse in neither; is worse than = the reverse)."
+        + "".join(f" Retrained family, {text}" for text in families)
+    )
+
+
+def verdict_details(config: dict, records: list[dict]) -> str:
+    """The differences behind the verdict (paired over seeds) and the ESS per second."""
+    learned, baselines = roles(config)
+    primary = [n for n in learned if not config["samplers"][n].get("comparison_only")]
+    parts = []
+    for a in primary:
+        if rows(records, a):
+            cells = [f"vs {label(config, b)} {outcome(records, a, b)[1]}" for b in baselines]
+            parts.append(f"{label(config, a)}: " + "; ".join(cells))
+    rates = [
+        f"{label(config, n)} {pm(values, 2)}"
+        for n in [*[b for b in baselines if b != "ensemble"], *primary]
+        if (values := [r["ess_per_second"] for r in rows(records, n) if "ess_per_second" in r])
+    ]
+    return (
+        "Differences of the learned sampler minus the baseline, paired over seeds, mean ± se: "
+        + (" — ".join(parts) or "none")
+        + "; median ESS per second of the log predictive (mean ± se over seeds): "
+        + ("; ".join(rates) or "none")
         + "."
+    )
+
+
+def family_pairs(config: dict) -> list[tuple[str, str]]:
+    """(previous family, retrained) pairs of the configuration: each learned sampler with a
+    ``compare_with`` entry (the same kernel with the meta-parameters of the other family)."""
+    learned, _ = roles(config)
+    pairs = []
+    for old in learned:
+        new = config["samplers"][old].get("compare_with")
+        if new is not None and new in config["experiment"]["samplers"]:
+            pairs.append((old, new))
+    return pairs
+
+
+def family_outcome(config: dict, records: list[dict], old: str, new: str) -> str | None:
+    """Does the retrained family (``new``) change the outcome against the baselines, and its
+    NLL against the previous family's (``old``), paired over seeds and beyond 2 se; ``None``
+    when the two meta-parameter files are the same or no seed pairs them."""
+    _, baselines = roles(config)
+    files = [meta_params_file(config["samplers"][n], n) for n in (old, new)]
+    if digest(files[0]) == digest(files[1]):
+        return None
+    d = paired(records, new, old, "nll")
+    if d.n == 0:
+        return None
+    before = {b: beaten(records, old, b)[0] for b in baselines}
+    after = {b: beaten(records, new, b)[0] for b in baselines}
+    changed = [b for b in baselines if before[b] != after[b]]
+    side = d.side()
+    return (
+        (
+            "Yes: against "
+            + ", ".join(
+                f"{label(config, b)} it now {'wins' if after[b] else 'no longer wins'}"
+                for b in changed
+            )
+            if changed
+            else "No: it beats the same baselines ("
+            + (", ".join(label(config, b) for b in baselines if after[b]) or "none")
+            + ") as before"
+        )
+        + "; its NLL "
+        + ("is lower" if side < 0 else "is higher" if side > 0 else "does not differ beyond 2 se")
+        + f" ({d.text(4)})."
     )
 
 
@@ -528,11 +615,7 @@ def family_comparison(config: dict, records: list[dict]) -> list[str]:
     """Lines comparing each learned sampler with its ``compare_with`` entry (the same kernel
     with the meta-parameters of the previous training family)."""
     lines: list[str] = []
-    learned, baselines = roles(config)
-    for old in learned:
-        new = config["samplers"][old].get("compare_with")
-        if new is None or new not in config["experiment"]["samplers"]:
-            continue
+    for old, new in family_pairs(config):
         files = {n: meta_params_file(config["samplers"][n], n) for n in (old, new)}
         same = digest(files[old]) == digest(files[new])
         lines += [
@@ -557,37 +640,14 @@ def family_comparison(config: dict, records: list[dict]) -> list[str]:
             "|---|---|",
         ]
         for metric in ("accuracy", "nll", "ece", "pairwise_kl", "ess_per_second"):
-            mean, se, k = paired(records, new, old, metric)
-            cell = "—" if k == 0 else f"{mean:+.4f} ± {se:.4f} ({k} seeds)"
+            d = paired(records, new, old, metric)
+            cell = "—" if d.n == 0 else f"{d.text(4)} ({d.n} seeds)"
             lines.append(f"| {metric} | {cell} |")
-        before = {b: beaten(records, old, b)[0] for b in baselines}
-        after = {b: beaten(records, new, b)[0] for b in baselines}
-        changed = [b for b in baselines if before[b] != after[b]]
-        mean, se, k = paired(records, new, old, "nll")
-        side = beyond(mean, se)
+        answer = family_outcome(config, records, old, new)
         lines += [
             "",
             "**Does the retrained family change the outcome?** "
-            + (
-                "Yes: against "
-                + ", ".join(
-                    f"{label(config, b)} it now {'wins' if after[b] else 'no longer wins'}"
-                    for b in changed
-                )
-                if changed
-                else "No: it beats the same baselines ("
-                + (", ".join(label(config, b) for b in baselines if after[b]) or "none")
-                + ") as before"
-            )
-            + "; its NLL "
-            + (
-                "is lower"
-                if side < 0
-                else "is higher"
-                if side > 0
-                else "does not differ beyond 2 se"
-            )
-            + (f" ({mean:+.4f} ± {se:.4f})." if k else "."),
+            + (answer or "No seed pairs the two families."),
             "",
         ]
     return lines
@@ -705,6 +765,8 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
         "parameterisation, burn-in, thinning and number of draws as the baselines.",
         "",
         f"**Verdict:** {verdict(config, records)}",
+        "",
+        verdict_details(config, records),
         "",
         "## Setup",
         "",

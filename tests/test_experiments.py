@@ -256,3 +256,38 @@ def test_learned_samplers_family_comparison_says_whether_the_outcome_changes(
         "l2e-previous", [0.41, 0.42, 0.42], [0.82, 0.82, 0.83])))  # fmt: skip
     assert "No: it beats the same baselines (SGHMC)" in text
     assert "does not differ beyond 2 se" in text
+
+
+# --- paired differences ---
+
+
+def test_paired_differences_pair_by_seed() -> None:
+    import math
+
+    a = {0: 1.0, 1: 2.0, 2: 3.0, 3: 9.0}  # seed 3 has no partner: left out
+    b = {0: 0.9, 1: 1.8, 2: 2.85}
+    d = _harness.paired(a, b)
+    assert d.n == 3 and d.mean == pytest.approx(0.15)
+    assert d.se == pytest.approx(0.05 / math.sqrt(3))  # sd of (0.1, 0.2, 0.15) over √3
+    unpaired = math.hypot(_harness.mean_se([1.0, 2.0, 3.0])[1], _harness.mean_se(b.values())[1])
+    assert unpaired > 20 * d.se  # the seeds' shared part cancels only when paired
+    assert d.side() == 1 and d.text() == "+0.150 ± 0.029"
+    assert _harness.paired(a, {9: 1.0}).n == 0 and _harness.paired(a, {9: 1.0}).text() == "—"
+
+
+def test_cold_posterior_gap_is_paired_by_seed() -> None:
+    cold = importlib.import_module("cold_posterior")
+    config = {
+        "experiment": {"augmentations": ["none"], "temperatures": [0.1, 1.0], "seeds": [0, 1, 2]}
+    }
+    nll = {1.0: [0.50, 0.60, 0.70], 0.1: [0.40, 0.49, 0.61], "sgd": [0.45, 0.55, 0.66]}
+    records = [
+        {"augmentation": "none", "temperature": t, "seed": s, "nll": v}
+        for t, vs in nll.items()
+        for s, v in enumerate(vs)
+    ]
+    text = cold.verdict(config, records)
+    # unpaired, gap 0.1 against se hypot(0.058, 0.061) = 0.084: no effect; paired by seed
+    # the differences (0.10, 0.11, 0.09) have se 0.006: T = 1 loses
+    assert text.startswith("**reproduced**") and "gap +0.100 ± 0.006 over 3 seeds" in text
+    assert "none: SGD is worse (NLL 0.553 vs 0.500 at T = 0.1, difference +0.053 ± 0.003)" in text

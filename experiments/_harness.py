@@ -9,21 +9,33 @@ An experiment is a script ``experiments/<name>.py`` with a TOML configuration
 work (one setting and one seed) appends one JSON line to ``experiments/results/<name>.jsonl``
 (``<name>-quick.jsonl`` for quick runs) as soon as it finishes, so an interrupted experiment
 goes on where it stopped when started again; ``--fresh`` discards the partial results. The
-script then writes ``docs/experiments/<name>.md`` (``<name>-quick.md``) from the results alone.
+script then writes ``docs/experiments/<name>.md`` (``<name>-quick.md``) from the results alone
+(``--page-only`` writes it from the results already there, running nothing).
+
+Every line of a results file records the code that wrote it (:func:`code_version`: the git
+commit, the trees of ``bdl/`` and ``experiments/`` less ``experiments/results/``, and whether
+the working tree had uncommitted changes there). A page whose results came from other trees,
+from uncommitted changes, or from before results recorded their code says so at its top
+(:func:`provenance`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import functools
+import hashlib
 import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import time
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -48,6 +60,11 @@ def parse_args(
         "--smoke", action="store_true", help="the [smoke] settings: one step of every unit"
     )
     p.add_argument("--fresh", action="store_true", help="discard partial results and start over")
+    p.add_argument(
+        "--page-only",
+        action="store_true",
+        help="write the page (and the index) from the results already there; run nothing",
+    )
     p.add_argument("--results", type=Path, default=RESULTS, help="directory of the results files")
     p.add_argument("--pages", type=Path, default=PAGES, help="directory of the written pages")
     args = p.parse_args(argv)
@@ -55,6 +72,8 @@ def parse_args(
         p.error(f"--config {args.config}: no such file")
     if args.quick and args.smoke:
         p.error("give --quick or --smoke, not both")
+    if args.page_only and args.fresh:
+        p.error("--page-only writes the page from the results there; --fresh would discard them")
     return args
 
 
@@ -90,38 +109,58 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class Results:
-    """One JSON line per finished unit of work, keyed; appended and flushed as each finishes."""
+def read_results(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The header line of a results file and its records by key (the last of a key wins; a line
+    cut by an interruption is skipped)."""
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0]) if lines else {}
+    records: dict[str, dict[str, Any]] = {}
+    for line in lines[1:]:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut by an interruption
+            continue
+        records[record["key"]] = record
+    return header, records
 
-    def __init__(self, path: Path, config: dict[str, Any], fresh: bool = False) -> None:
+
+class Results:
+    """One JSON line per finished unit of work, keyed; appended and flushed as each finishes.
+    Every line, the header too, carries ``"code"``: the :func:`code_version` that wrote it."""
+
+    def __init__(
+        self, path: Path, config: dict[str, Any], fresh: bool = False, create: bool = True
+    ) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
         if fresh and path.exists():
             path.unlink()
         self.records: dict[str, dict[str, Any]] = {}
         fingerprint = json.dumps(config, sort_keys=True)
         if path.exists():
-            lines = path.read_text().splitlines()
-            header = json.loads(lines[0]) if lines else {}
+            header, self.records = read_results(path)
             if header.get("config") != fingerprint:
                 raise SystemExit(
                     f"{path} holds results of another configuration; pass --fresh to discard "
                     "them, or --results DIR to keep both."
                 )
-            for line in lines[1:]:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:  # a line cut by an interruption
-                    continue
-                self.records[record["key"]] = record
+        elif not create:
+            raise SystemExit(f"{path}: no results to write a page from; run the experiment.")
         else:
-            self._append({"config": fingerprint, "started": time.strftime("%Y-%m-%d %H:%M")})
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._append(
+                {
+                    "config": fingerprint,
+                    "started": time.strftime("%Y-%m-%d %H:%M"),
+                    "code": code_version(),
+                }
+            )
 
     def __contains__(self, key: str) -> bool:
         return key in self.records
 
     def add(self, key: str, record: dict[str, Any]) -> None:
-        record = {"key": key, **record}
+        """Append the record of unit ``key``, with the code that produced it."""
+        record = {"key": key, **record, "code": code_version()}
         self.records[key] = record
         self._append(record)
 
@@ -209,16 +248,228 @@ def beyond(mean: float, se: float) -> int:
     return 1 if mean > 2 * se else -1 if mean < -2 * se else 0
 
 
-def environment() -> str:
-    """The machine and library versions, for the page."""
+# --- which code produced the results ---------------------------------------------------------
+
+CODE_DIRS = ("bdl", "experiments")  # the code whose version every record carries
+NOT_CODE = "results"  # experiments/results/: what the code writes, not code
+UNKNOWN_CODE: dict[str, Any] = {
+    "commit": None,
+    "dirty": None,
+    "trees": {"bdl": None, "experiments": None},
+}
+
+
+def _git(*argv: str, stdin: bytes | None = None) -> bytes:
+    """The standard output of ``git -C <repository root> argv…`` (raises when git is missing
+    or fails)."""
+    done = subprocess.run(
+        ["git", "-C", os.fspath(ROOT), *argv],
+        input=stdin,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    return done.stdout
+
+
+def tree_without(treeish: str, name: str) -> str:
+    """The object name of the tree ``treeish`` less its entry ``name``: what ``git mktree`` of
+    the remaining entries would write, hashed without writing anything."""
+    body = b""
+    for entry in _git("ls-tree", "-z", treeish).split(b"\0"):
+        if not entry:
+            continue
+        meta, entry_name = entry.split(b"\t", 1)
+        mode, _kind, sha = meta.split(b" ")
+        if entry_name == name.encode():
+            continue
+        body += mode.lstrip(b"0") + b" " + entry_name + b"\0" + bytes.fromhex(sha.decode())
+    return _git("hash-object", "-t", "tree", "--stdin", stdin=body).decode().strip()
+
+
+@functools.cache
+def _code_version() -> dict[str, Any]:
+    specs = ["--", *CODE_DIRS, f":(exclude)experiments/{NOT_CODE}"]
+    try:
+        commit = _git("rev-parse", "--verify", "HEAD").decode().strip()
+        trees = {
+            "bdl": _git("rev-parse", "HEAD:./bdl").decode().strip(),
+            "experiments": tree_without("HEAD:./experiments", NOT_CODE),
+        }
+        diff = _git("diff", "--binary", "--no-ext-diff", "--no-textconv", "HEAD", *specs)
+        untracked = [
+            p
+            for p in _git("ls-files", "-z", "--others", "--exclude-standard", *specs).split(b"\0")
+            if p
+        ]
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return UNKNOWN_CODE
+    version: dict[str, Any] = {"commit": commit, "dirty": bool(diff or untracked), "trees": trees}
+    if version["dirty"]:
+        digest = hashlib.sha256(diff)
+        for name in sorted(untracked):
+            digest.update(b"\0" + name + b"\0")
+            with contextlib.suppress(OSError):  # removed since git listed it
+                digest.update((ROOT / name.decode()).read_bytes())
+        version["dirty_digest"] = digest.hexdigest()[:16]
+    return version
+
+
+def code_version() -> dict[str, Any]:
+    """The code this process runs, computed once: ``{"commit": HEAD's sha, "dirty": whether
+    ``bdl/`` or ``experiments/`` (less ``experiments/results/``) differ from HEAD, untracked
+    files included, "trees": {"bdl": HEAD's tree of bdl/, "experiments": HEAD's tree of
+    experiments/ less results/}}``; when dirty also ``"dirty_digest"``, a SHA-256 prefix of the
+    uncommitted changes (the diff against HEAD and the untracked files' contents), which tells two
+    dirty runs apart but names no commit. Outside a git checkout, or without git, every value is
+    ``None``."""
+    return copy.deepcopy(_code_version())
+
+
+def short(sha: str | None) -> str:
+    return sha[:7] if sha else "?"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a page's records say about the code that produced them, against the current code.
+
+    ``stale``: some record came from other trees of ``bdl/`` or ``experiments/``, from
+    uncommitted changes, or records no code at all (or the current code is uncommitted or
+    unknown). ``note``: the note under the page's title when stale. ``code``: the Setup's
+    "Code:" item. ``origin``: which code, in a few words, for the verdict."""
+
+    stale: bool
+    note: str
+    code: str
+    origin: str
+
+    def header(self) -> list[str]:
+        """The note's lines for right under the title (none when current)."""
+        return [f"> **Stale:** {self.note}", ""] if self.stale else []
+
+    def verdict(self, text: str) -> str:
+        """``text``, marked as from older code when stale."""
+        if not self.stale:
+            return text
+        return f"*From {self.origin} (see the note at the top):* {text}"
+
+
+def _describe(version: dict[str, Any] | None, current: dict[str, Any]) -> str:
+    """One code version, against the current one, in a few words."""
+    if version is None:
+        return "no recorded code version"
+    if version.get("commit") is None:
+        return "code outside a git checkout"
+    text = f"commit {short(version['commit'])}"
+    if version.get("dirty"):
+        return text + f" with uncommitted changes (digest {version.get('dirty_digest', '?')})"
+    trees, now = version.get("trees") or {}, current.get("trees") or {}
+    changed = [f"{d}/" for d in CODE_DIRS if trees.get(d) != now.get(d)]
+    if current.get("commit") is None:
+        return text + ", clean"
+    if not changed:
+        return text + ", clean, the current trees"
+    return text + ", clean; " + " and ".join(changed) + " changed since"
+
+
+def provenance(
+    records: Iterable[dict[str, Any]], rerun: str, current: dict[str, Any] | None = None
+) -> Provenance:
+    """Compare the code versions of ``records`` (their ``"code"``) with ``current`` (default:
+    :func:`code_version`). Current only when every record has the same trees of ``bdl/`` and
+    ``experiments/`` as the current code, neither side has uncommitted changes, and the
+    current code is known; otherwise stale, with a note saying which code produced them and
+    ``rerun`` (the command to refresh them)."""
+    current = code_version() if current is None else current
+    groups: dict[str, tuple[dict[str, Any] | None, int]] = {}
+    for r in records:
+        version = r.get("code")
+        key = json.dumps(version, sort_keys=True)
+        groups[key] = (version, groups.get(key, (None, 0))[1] + 1)
+    if not groups:
+        return Provenance(False, "", "no results yet", "no results")
+    versions = [v for v, _ in groups.values()]
+    known = current.get("commit") is not None
+    fresh = (
+        known
+        and not current.get("dirty")
+        and all(
+            v is not None
+            and not v.get("dirty")
+            and v.get("commit") is not None
+            and v.get("trees") == current.get("trees")
+            for v in versions
+        )
+    )
+    if fresh:
+        commits = sorted({short(v["commit"]) for v in versions})
+        code = (
+            f"commit {', '.join(commits)}, clean (bdl/ tree {short(current['trees']['bdl'])}, "
+            f"experiments/ tree {short(current['trees']['experiments'])} less results/): the "
+            "current code"
+        )
+        return Provenance(False, "", code, "the current code")
+    if len(groups) == 1:
+        version = versions[0]
+        described = _describe(version, current)
+        if version is None:
+            note = (
+                "these results do not record the code that produced them (they were written "
+                "before results recorded it), so they may come from older code than bdl/ and "
+                "experiments/ hold now"
+            )
+            origin = "code that was not recorded, possibly older than the current code"
+        elif version.get("commit") is None:
+            note = "these results were produced outside a git checkout, by code not recorded"
+            origin = "code that was not recorded"
+        elif version.get("dirty"):
+            note = (
+                f"these results were produced by {described}, not by committed code, so "
+                "no commit holds the code that produced them"
+            )
+            origin = f"uncommitted code on commit {short(version['commit'])}"
+        else:
+            note = f"these results were produced by {described}"
+            origin = f"the code of commit {short(version['commit'])}"
+    else:
+        parts = [
+            f"{_describe(v, current)} ({n} record{'s' if n > 1 else ''})"
+            for v, n in groups.values()
+        ]
+        note = f"these results mix {len(groups)} code versions: " + "; ".join(parts)
+        described = f"{len(groups)} code versions: " + "; ".join(parts)
+        origin = f"{len(groups)} code versions, not all the current code"
+    if not known:
+        note += (
+            "; the current code's version is unknown (no git checkout, or no git), so they "
+            "cannot be matched to it"
+        )
+    elif current.get("dirty"):
+        note += (
+            f"; the working tree now has uncommitted changes to bdl/ or experiments/ (on "
+            f"commit {short(current['commit'])})"
+        )
+    note += f". Re-run `{rerun}` to refresh them."
+    return Provenance(True, note, f"{described}; stale (see the note at the top)", origin)
+
+
+def environment(page_only: bool = False) -> str:
+    """The machine and library versions, for the page; with ``page_only`` (a page rewritten
+    from earlier results) said to be this machine's, not the runs'."""
     import jax
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
-    return (
+    machine = (
         f"jax {jax.__version__}, {jax.default_backend()} ({jax.devices()[0].device_kind}), "
-        f"{os.cpu_count()} CPU cores, python {platform.python_version()}, load average "
-        f"{load:.2f} at the end"
+        f"{os.cpu_count()} CPU cores, python {platform.python_version()}"
     )
+    if page_only:
+        return (
+            f"page rewritten from the results with `--page-only` on {machine} (the runs' own "
+            "machine and load were not recorded)"
+        )
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
+    return f"{machine}, load average {load:.2f} at the end"
 
 
 def results_path(args: argparse.Namespace, name: str) -> Path:
@@ -234,7 +485,8 @@ def write_page(args: argparse.Namespace, name: str, text: str) -> Path:
     return path
 
 
-def command_line(name: str, args: argparse.Namespace) -> str:
+def command_line(name: str, args: argparse.Namespace, fresh: bool = False) -> str:
+    """The command that runs this configuration (with ``--fresh`` when ``fresh``)."""
     flags = " --quick" if args.quick else " --smoke" if getattr(args, "smoke", False) else ""
     default = ROOT / "experiments" / f"{name}.toml"
     if Path(args.config).resolve() != default:
@@ -243,7 +495,7 @@ def command_line(name: str, args: argparse.Namespace) -> str:
         except ValueError:
             shown = Path(args.config)
         flags = f" --config {shown}{flags}"
-    return f"python experiments/{name}.py{flags}"
+    return f"python experiments/{name}.py{flags}" + (" --fresh" if fresh else "")
 
 
 def compile_model(

@@ -9,7 +9,7 @@ kinetic temperatures (share of the per-layer T̂_K inside their 99 % χ² band, 
 its configurational temperature T̂_C / T (ideally ≈ 1): the evidence that the run simulated the
 posterior at T accurately (App. I).
 
-    python experiments/cold_posterior.py [--quick | --smoke] [--fresh] [--config FILE]
+    python experiments/cold_posterior.py [--quick | --smoke] [--fresh | --page-only] [--config FILE]
 
 Settings are fixed in ``experiments/cold_posterior.toml`` before the run.
 """
@@ -35,6 +35,7 @@ from _harness import (
     paired,
     parse_args,
     pm,
+    provenance,
     results_path,
     suffix,
     write_page,
@@ -125,7 +126,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = parse_args(NAME, __doc__.split("\n\n")[0], argv)
     config = load_config(args.config, args.quick, args.smoke)
     e = config["experiment"]
-    results = Results(results_path(args, NAME), config, fresh=args.fresh)
+    results = Results(results_path(args, NAME), config, fresh=args.fresh, create=not args.page_only)
     units = [
         (aug, t, seed)
         for aug in e["augmentations"]
@@ -134,7 +135,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     ]
     progress = Progress(len(units))
     targets: dict[tuple[str, Any], Any] = {}
-    for aug, t, seed in units:
+    for aug, t, seed in [] if args.page_only else units:
         key = f"{aug}/{t}/{seed}"
         if key in results:
             progress.step(key, skipped=True)
@@ -149,10 +150,16 @@ def run(argv: Sequence[str] | None = None) -> int:
             record = sampling_run(config, target, temperature, seed)
         results.add(key, {"augmentation": aug, "temperature": t, "seed": seed, **record})
         progress.step(f"{key}: {summary(record)}")
+    records = page_records(config, results.records)
     figure = figure_path(args)
-    plot(config, results.values(), figure)
-    write_page(args, NAME, page(args, config, results.values(), figure.name))
+    plot(config, records, figure)
+    write_page(args, NAME, page(args, config, records, figure.name))
     return 0
+
+
+def page_records(config: dict[str, Any], records: dict[str, dict[str, Any]]) -> list[dict]:
+    """The records the page shows: every record of the results file."""
+    return list(records.values())
 
 
 def figure_path(args: Any) -> Any:
@@ -310,15 +317,17 @@ def accuracy_caveat(records: list[dict]) -> str:
 def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
     e, s, g = config["experiment"], config["sampler"], config["sgd"]
     total_min = sum(r.get("seconds", 0.0) for r in records) / 60
+    code = provenance(records, command_line(NAME, args, fresh=True))
     lines = [
         "# Cold posteriors"
         + (" (quick run)" if args.quick else " (smoke run)" if args.smoke else ""),
         "",
+        *code.header(),
         "Wenzel et al. (2020, Fig. 1 and Sec. 5) report that the SG-MCMC posterior of deep "
         "networks predicts better when tempered to T ≪ 1, and discuss data augmentation as one "
         "cause. This experiment samples the posterior at each T with and without augmentation.",
         "",
-        f"**Verdict:** {verdict(config, records)}",
+        f"**Verdict:** {code.verdict(verdict(config, records))}",
         "",
         "## Setup",
         "",
@@ -334,7 +343,9 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
         f"minibatch loss, {g['epochs']} epochs, T = 1 model.",
         f"- Seeds {e['seeds']}; tables give mean ± standard error over seeds; differences "
         "between settings are paired by seed (mean ± se of the per-seed differences).",
-        f"- Command: `{command_line(NAME, args)}`; {total_min:.1f} min of runs; {environment()}.",
+        f"- Command: `{command_line(NAME, args)}`; {total_min:.1f} min of runs; "
+        f"{environment(args.page_only)}.",
+        f"- Code: {code.code}.",
         "",
         "## Results",
         "",

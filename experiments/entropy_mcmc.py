@@ -14,7 +14,7 @@ training NLL per example under random weight perturbations of fixed relative nor
 averaged over a few directions u (the random-direction interpolation of Sec. 6.3, Eq. 10, at
 fixed distances).
 
-    python experiments/entropy_mcmc.py [--quick | --smoke] [--fresh] [--config FILE]
+    python experiments/entropy_mcmc.py [--quick | --smoke] [--fresh | --page-only] [--config FILE]
 
 Settings are fixed in ``experiments/entropy_mcmc.toml`` before the run.
 """
@@ -40,6 +40,7 @@ from _harness import (
     mean_se,
     parse_args,
     pm,
+    provenance,
     results_path,
     suffix,
     write_page,
@@ -216,11 +217,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     unknown = [m for m in e["methods"] if m not in LABELS]
     if unknown:
         raise SystemExit(f"[experiment] methods: unknown {unknown}; choose from {list(LABELS)}.")
-    results = Results(results_path(args, NAME), config, fresh=args.fresh)
+    results = Results(results_path(args, NAME), config, fresh=args.fresh, create=not args.page_only)
     units = [(method, seed) for method in e["methods"] for seed in e["seeds"]]
     progress = Progress(len(units))
     target = None
-    for method, seed in units:
+    for method, seed in [] if args.page_only else units:
         key = f"{method}/{seed}"
         if key in results:
             progress.step(key, skipped=True)
@@ -229,10 +230,16 @@ def run(argv: Sequence[str] | None = None) -> int:
         record = run_unit(config, target, method, seed)
         results.add(key, {"method": method, "seed": seed, **record})
         progress.step(f"{key}: {summary(record)}")
+    records = page_records(config, results.records)
     figure = args.pages / "img" / f"{NAME}{suffix(args)}.png"
-    plot(config, results.values(), figure)
-    write_page(args, NAME, page(args, config, results.values(), figure.name))
+    plot(config, records, figure)
+    write_page(args, NAME, page(args, config, records, figure.name))
     return 0
+
+
+def page_records(config: dict[str, Any], records: dict[str, dict[str, Any]]) -> list[dict]:
+    """The records the page shows: every record of the results file."""
+    return list(records.values())
 
 
 def summary(record: dict) -> str:
@@ -380,16 +387,18 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
     e, s, o, f, m = (config[k] for k in ("experiment", "sampler", "ood", "flatness", "model"))
     total_min = sum(r.get("seconds", 0.0) for r in records) / 60
     title = " (quick run)" if args.quick else " (smoke run)" if args.smoke else ""
+    code = provenance(records, command_line(NAME, args, fresh=True))
     lines = [
         "# Entropy-MCMC" + title,
         "",
+        *code.header(),
         "Li & Zhang (2024, Sec. 6) report that Entropy-MCMC, which couples θ to a guiding "
         "variable θ_a drawn from the posterior smoothed by N(0, ηT·I), samples from flatter "
         "basins and thereby improves accuracy, calibration and OOD detection over SG-MCMC. This "
         "experiment measures the flatness of θ and θ_a and the BMA's test metrics against SGHMC "
         "and cyclical SGHMC with the same step sizes, epochs and number of draws.",
         "",
-        f"**Verdict:** {verdict(config, records)}",
+        f"**Verdict:** {code.verdict(verdict(config, records))}",
         "",
         "## Setup",
         "",
@@ -411,7 +420,9 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
         f"directions u ~ N(0, I) and the last {f['draws']} draws; ρ ∈ {f['radii']}.",
         f"- Seeds {e['seeds']}; tables give mean ± standard error over seeds; differences "
         "between methods are paired by seed (mean ± se of the per-seed differences).",
-        f"- Command: `{command_line(NAME, args)}`; {total_min:.1f} min of runs; {environment()}.",
+        f"- Command: `{command_line(NAME, args)}`; {total_min:.1f} min of runs; "
+        f"{environment(args.page_only)}.",
+        f"- Code: {code.code}.",
         "",
         "## Results",
         "",

@@ -24,7 +24,8 @@ which two draws' top classes differ, over pairs). Mixing: the bulk ESS over chai
 rank-normalised; Vehtari et al. 2021) of the log predictive log p(y*|x*, θ) of every test point,
 its median over test points, and that per second of sampling (compilation excluded).
 
-    python experiments/learned_samplers.py [--quick | --smoke] [--fresh] [--config FILE]
+    python experiments/learned_samplers.py [--quick | --smoke] [--fresh | --page-only]
+        [--config FILE]
 
 Settings are fixed in ``experiments/learned_samplers.toml`` before the run.
 """
@@ -52,6 +53,7 @@ from _harness import (
     mean_se,
     parse_args,
     pm,
+    provenance,
     results_path,
     suffix,
     write_page,
@@ -387,11 +389,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     config = load_config(args.config, args.quick, args.smoke)
     check_config(config)
     e = config["experiment"]
-    results = Results(results_path(args, NAME), config, fresh=args.fresh)
+    results = Results(results_path(args, NAME), config, fresh=args.fresh, create=not args.page_only)
     units = [(name, seed) for name in e["samplers"] for seed in e["seeds"]]
     progress = Progress(len(units))
     target = None
-    for name, seed in units:
+    for name, seed in [] if args.page_only else units:
         key = unit_key(config, name, seed)
         if key in results:
             progress.step(key, skipped=True)
@@ -400,19 +402,20 @@ def run(argv: Sequence[str] | None = None) -> int:
         record = run_unit(config, target, name, seed)
         results.add(key, record)
         progress.step(f"{key}: {summary(record)}")
-    current = current_records(config, results)
+    current = page_records(config, results.records)
     figure = args.pages / "img" / f"{NAME}{suffix(args)}.png"
     plot(config, current, figure)
     write_page(args, NAME, page(args, config, current, figure.name))
     return 0
 
 
-def current_records(config: dict[str, Any], results: Results) -> list[dict]:
-    """The records of this configuration's units with the meta-parameter files as they are now
-    (results of earlier files stay in the results file but are not shown)."""
+def page_records(config: dict[str, Any], records: dict[str, dict[str, Any]]) -> list[dict]:
+    """The records the page shows, of the results file's records by key: this configuration's
+    units with the meta-parameter files as they are now (results of earlier files stay in the
+    results file but are not shown)."""
     e = config["experiment"]
     keys = [unit_key(config, name, seed) for name in e["samplers"] for seed in e["seeds"]]
-    return [results.records[k] for k in keys if k in results]
+    return [records[k] for k in keys if k in records]
 
 
 def summary(record: dict) -> str:
@@ -751,9 +754,11 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
     n = next((r for r in records if "models" in r), None)
     epochs = s["burn_in_epochs"] + s["draws"] * s["thin_epochs"]
     p = next((r["step"] for r in records if "step" in r), None)
+    code = provenance(records, command_line(NAME, args, fresh=True))
     lines = [
         "# Learned samplers on a task they have not seen" + title,
         "",
+        *code.header(),
         "Kim et al. (2024, Fig. 1, Sec. 4) report that L2E, meta-trained on other tasks, gives "
         "a more accurate BMA for the number of samples than cyclical SG-MCMC and a deep ensemble "
         "on data sets and architectures it never saw (only on one data set does the ensemble "
@@ -764,7 +769,7 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
         "network and data set outside their meta-training distribution, with the same step "
         "parameterisation, burn-in, thinning and number of draws as the baselines.",
         "",
-        f"**Verdict:** {verdict(config, records)}",
+        f"**Verdict:** {code.verdict(verdict(config, records))}",
         "",
         verdict_details(config, records),
         "",
@@ -792,7 +797,8 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
         f"- Seeds {e['seeds']}, the same for every sampler (paired); tables give mean ± "
         "standard error over seeds. Diverged chains are counted and left out.",
         f"- Command: `{command_line(NAME, args)}`; {total_min:.1f} min of sampling and training "
-        f"(timed calls); {environment()}.",
+        f"(timed calls); {environment(args.page_only)}.",
+        f"- Code: {code.code}.",
         "",
         "## Results",
         "",

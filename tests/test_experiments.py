@@ -58,6 +58,9 @@ def test_quick_and_smoke_are_exclusive(capsys) -> None:
     with pytest.raises(SystemExit):
         _harness.parse_args("entropy_mcmc", "x", ["--quick", "--smoke"])
     assert "not both" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        _harness.parse_args("entropy_mcmc", "x", ["--page-only", "--fresh"])
+    assert "--page-only" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +89,9 @@ def test_full_scale_config_runs_one_smoke_epoch_on_mock_data(
         assert script.run(argv) == 0
     lines = (tmp_path / f"{name}-smoke.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines[1:]]
+    # every line, the header too, records the code that wrote it
+    code = _harness.code_version()
+    assert all(json.loads(line)["code"] == code for line in lines)
     smoke = _harness.load_config(config, False, True)
     assert records and all(not r.get("diverged") for r in records)
     assert all(r["seconds"] > 0 for r in records)
@@ -101,8 +107,19 @@ def test_full_scale_config_runs_one_smoke_epoch_on_mock_data(
     page = (tmp_path / f"{name}-smoke.md").read_text()
     assert "(smoke run)" in page and "**Verdict:**" in page
     assert f"--config experiments/{config.name} --smoke" in page
+    # stale exactly when the checkout has uncommitted changes (or no git)
+    current = code["commit"] is not None and not code["dirty"]
+    assert ("> **Stale:**" in page) is not current
+    if current:
+        assert f"- Code: commit {code['commit'][:7]}, clean" in page
     assert (tmp_path / "img" / f"{name}-smoke.png").is_file()
     assert not list((ROOT / "docs").rglob("*-smoke*"))  # nothing of the smoke run in docs/
+    # --page-only rewrites the page from these results and runs nothing
+    argv.remove("--fresh")
+    assert script.run([*argv, "--page-only"]) == 0
+    assert (tmp_path / f"{name}-smoke.jsonl").read_text().splitlines() == lines
+    page = (tmp_path / f"{name}-smoke.md").read_text()
+    assert "rewritten from the results with `--page-only`" in page
 
 
 # --- learned samplers: what the script computes and decides, without compiling a network ---
@@ -258,7 +275,59 @@ def test_learned_samplers_family_comparison_says_whether_the_outcome_changes(
     assert "does not differ beyond 2 se" in text
 
 
-# --- paired differences ---
+# --- provenance, paired differences, pages and the index: without compiling anything ---
+
+
+def test_results_record_the_code_in_every_line(tmp_path) -> None:
+    path = tmp_path / "x.jsonl"
+    results = _harness.Results(path, {"a": 1})
+    results.add("u/0", {"seed": 0, "value": 1.0})
+    results.add("u/1", {"seed": 1, "value": 2.0})
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    code = _harness.code_version()
+    assert len(lines) == 3 and all(line["code"] == code for line in lines)
+    assert set(code) >= {"commit", "dirty", "trees"} and set(code["trees"]) == {
+        "bdl",
+        "experiments",
+    }
+    assert set(_harness.Results(path, {"a": 1}, create=False).records) == {"u/0", "u/1"}
+    with pytest.raises(SystemExit, match="no results"):
+        _harness.Results(tmp_path / "none.jsonl", {"a": 1}, create=False)
+
+
+def test_code_version_names_head_and_its_trees() -> None:
+    import subprocess
+
+    code = _harness.code_version()
+    if code["commit"] is None:
+        pytest.skip("not a git checkout")
+
+    def git(*argv: str) -> str:
+        return subprocess.check_output(["git", "-C", os.fspath(ROOT), *argv], text=True).strip()
+
+    assert code["commit"] == git("rev-parse", "HEAD")
+    assert code["trees"]["bdl"] == git("rev-parse", "HEAD:./bdl")
+    # the experiments tree less results/: nothing left out gives git's own tree
+    assert _harness.tree_without("HEAD:./experiments", "no such entry") == git(
+        "rev-parse", "HEAD:./experiments"
+    )
+    assert isinstance(code["dirty"], bool) and ("dirty_digest" in code) == code["dirty"]
+
+
+def test_code_version_without_git_records_none(monkeypatch) -> None:
+    def no_git(*argv: str, stdin: bytes | None = None) -> bytes:
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(_harness, "_git", no_git)
+    _harness._code_version.cache_clear()
+    try:
+        assert _harness.code_version() == {
+            "commit": None,
+            "dirty": None,
+            "trees": {"bdl": None, "experiments": None},
+        }
+    finally:
+        _harness._code_version.cache_clear()
 
 
 def test_paired_differences_pair_by_seed() -> None:
@@ -273,6 +342,81 @@ def test_paired_differences_pair_by_seed() -> None:
     assert unpaired > 20 * d.se  # the seeds' shared part cancels only when paired
     assert d.side() == 1 and d.text() == "+0.150 ± 0.029"
     assert _harness.paired(a, {9: 1.0}).n == 0 and _harness.paired(a, {9: 1.0}).text() == "—"
+
+
+CURRENT = {"commit": "a" * 40, "dirty": False, "trees": {"bdl": "b" * 40, "experiments": "c" * 40}}
+
+
+def _with(**change: object) -> dict:
+    return {**CURRENT, **change}
+
+
+@pytest.mark.parametrize(
+    "versions, stale, says",
+    [
+        ([CURRENT, CURRENT], False, "commit aaaaaaa, clean"),
+        ([_with(commit="d" * 40)], False, "commit ddddddd, clean"),  # same trees
+        ([_with(trees={"bdl": "e" * 40, "experiments": "c" * 40})], True, "bdl/ changed since"),
+        ([None], True, "do not record the code"),
+        ([_with(dirty=True, dirty_digest="0123")], True, "uncommitted changes (digest 0123)"),
+        ([CURRENT, None], True, "mix 2 code versions"),
+    ],
+)
+def test_provenance_says_which_code_produced_the_records(versions, stale, says) -> None:
+    records = [{"seed": i} | ({"code": v} if v else {}) for i, v in enumerate(versions)]
+    p = _harness.provenance(records, "python experiments/x.py --fresh", current=CURRENT)
+    assert p.stale is stale
+    assert says in (p.note if stale else p.code)
+    if stale:
+        assert p.header()[0].startswith("> **Stale:** ")
+        assert p.note.endswith("Re-run `python experiments/x.py --fresh` to refresh them.")
+        assert p.verdict("**partly**").startswith("*From ") and p.verdict("x").endswith(" x")
+    else:
+        assert p.header() == [] and p.verdict("**partly**") == "**partly**"
+
+
+def test_provenance_of_a_dirty_or_unknown_checkout_is_never_current() -> None:
+    records = [{"code": CURRENT}]
+    dirty = _harness.provenance(records, "r", current=_with(dirty=True, dirty_digest="1"))
+    assert dirty.stale and "working tree now has uncommitted changes" in dirty.note
+    unknown = _harness.provenance(records, "r", current=_harness.UNKNOWN_CODE)
+    assert unknown.stale and "cannot be matched" in unknown.note
+
+
+NAMES = ["cold_posterior", "entropy_mcmc", "learned_samplers"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_page_from_old_records_says_stale_and_from_current_ones_does_not(
+    name: str, monkeypatch
+) -> None:
+    import argparse
+
+    script = importlib.import_module(name)
+    path = _harness.RESULTS / f"{name}-quick.jsonl"
+    if not path.is_file():
+        pytest.skip(f"no {path.name}")
+    config = _harness.load_config(EXPERIMENTS / f"{name}.toml", quick=True)
+    header, by_key = _harness.read_results(path)
+    assert header["config"] == json.dumps(config, sort_keys=True)
+    records = [
+        {k: v for k, v in r.items() if k != "code"} for r in script.page_records(config, by_key)
+    ]
+    args = argparse.Namespace(
+        quick=True, smoke=False, page_only=True, config=EXPERIMENTS / f"{name}.toml"
+    )
+    monkeypatch.setattr(_harness, "code_version", lambda: CURRENT)
+
+    old = script.page(args, config, records, "x.png").splitlines()
+    assert old[2].startswith("> **Stale:** these results do not record the code")
+    assert f"`python experiments/{name}.py --quick --fresh`" in old[2]
+    verdict = next(line for line in old if line.startswith("**Verdict:** "))
+    assert verdict.startswith("**Verdict:** *From code that was not recorded")
+
+    now = script.page(args, config, [{**r, "code": CURRENT} for r in records], "x.png")
+    assert "Stale" not in now and "*From " not in now
+    assert "- Code: commit aaaaaaa, clean (bdl/ tree bbbbbbb" in now
+    assert "rewritten from the results with `--page-only`" in now
 
 
 def test_cold_posterior_gap_is_paired_by_seed() -> None:

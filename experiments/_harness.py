@@ -10,7 +10,8 @@ work (one setting and one seed) appends one JSON line to ``experiments/results/<
 (``<name>-quick.jsonl`` for quick runs) as soon as it finishes, so an interrupted experiment
 goes on where it stopped when started again; ``--fresh`` discards the partial results. The
 script then writes ``docs/experiments/<name>.md`` (``<name>-quick.md``) from the results alone
-(``--page-only`` writes it from the results already there, running nothing).
+(``--page-only`` writes it from the results already there, running nothing), and
+``experiments/index.py`` rebuilds the table of ``docs/experiments/index.md`` from the pages.
 
 Every line of a results file records the code that wrote it (:func:`code_version`: the git
 commit, the trees of ``bdl/`` and ``experiments/`` less ``experiments/results/``, and whether
@@ -477,11 +478,17 @@ def results_path(args: argparse.Namespace, name: str) -> Path:
 
 
 def write_page(args: argparse.Namespace, name: str, text: str) -> Path:
-    """Write ``docs/experiments/<name>.md`` (``<name>-quick.md`` for a quick run)."""
+    """Write ``docs/experiments/<name>.md`` (``<name>-quick.md`` for a quick run); when that is
+    the documentation's page (not a smoke run's, not another ``--pages``), rebuild the table of
+    ``docs/experiments/index.md`` too."""
     args.pages.mkdir(parents=True, exist_ok=True)
     path = args.pages / f"{name}{suffix(args)}.md"
     path.write_text(text)
     print(f"wrote {path}", flush=True)
+    if not getattr(args, "smoke", False) and Path(args.pages).resolve() == PAGES.resolve():
+        import index
+
+        print(f"wrote {index.write_index(results=Path(args.results))}", flush=True)
     return path
 
 

@@ -435,3 +435,39 @@ def test_cold_posterior_gap_is_paired_by_seed() -> None:
     # the differences (0.10, 0.11, 0.09) have se 0.006: T = 1 loses
     assert text.startswith("**reproduced**") and "gap +0.100 ± 0.006 over 3 seeds" in text
     assert "none: SGD is worse (NLL 0.553 vs 0.500 at T = 0.1, difference +0.053 ± 0.003)" in text
+
+
+def _table_cells(line: str) -> list[str]:
+    import re
+
+    cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+    return [c.strip().replace("\\|", "|") for c in cells]
+
+
+def test_index_rows_carry_each_page_verdict_and_stale_note() -> None:
+    index = importlib.import_module("index")
+    rows = [line for line in index.table() if line.startswith("| [")]
+    assert len(rows) == len(index.EXPERIMENTS) == len(NAMES)
+    for experiment, line in zip(index.EXPERIMENTS, rows, strict=True):
+        cells = _table_cells(line)
+        page = (_harness.PAGES / f"{experiment.name}.md").read_text()
+        assert cells[0].startswith(f"[{experiment.title}]({experiment.name}.md)")
+        assert cells[-1] == index.page_verdict(page)
+        assert cells[3].startswith("full run: ")
+        stale = index.page_stale(page)
+        assert (stale is not None) == ("**Stale:**" in cells[3])
+        if stale is not None:
+            assert stale in cells[3]
+
+
+def test_index_is_up_to_date_and_keeps_its_text(tmp_path) -> None:
+    import shutil
+
+    index = importlib.import_module("index")
+    committed = (_harness.PAGES / "index.md").read_text()
+    assert "\n".join(index.table()) in committed  # python experiments/index.py was run
+    for page in _harness.PAGES.glob("*.md"):
+        shutil.copy(page, tmp_path / page.name)
+    (tmp_path / "index.md").write_text(committed.replace(index.table()[-3], "| stale row |"))
+    index.write_index(tmp_path)
+    assert (tmp_path / "index.md").read_text() == committed

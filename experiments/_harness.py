@@ -353,7 +353,7 @@ class Provenance:
         """``text``, marked as from older code when stale."""
         if not self.stale:
             return text
-        return f"*From {self.origin} (see the note at the top):* {text}"
+        return f"*From {self.origin} (see the Stale note):* {text}"
 
 
 def _describe(version: dict[str, Any] | None, current: dict[str, Any]) -> str:

@@ -328,6 +328,7 @@ def code_version() -> dict[str, Any]:
 
 
 def short(sha: str | None) -> str:
+    """The first seven hex digits of a commit or tree (``?`` for none)."""
     return sha[:7] if sha else "?"
 
 

@@ -235,6 +235,7 @@ def lowest(records: list[dict], aug: str, temps: list[Any]) -> tuple[Any, dict[i
 
 
 def mean_of(values: dict[int, float]) -> float:
+    """The mean of the values per seed."""
     return mean_se(values.values())[0]
 
 

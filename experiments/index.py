@@ -88,7 +88,10 @@ def status(experiment: Experiment, results: Path, quick: bool) -> str:
     header, by_key = read_results(path)
     config: dict[str, Any] = json.loads(header["config"])
     module = importlib.import_module(experiment.name)
-    records = module.page_records(config, by_key)
+    try:
+        records = module.page_records(config, by_key)
+    except SystemExit as refusal:  # e.g. a meta-parameter file the configuration names is gone
+        return f"{kind}: its records cannot be read ({refusal})"
     minutes = sum(r.get("seconds", 0.0) for r in records) / 60
     seeds = config["experiment"]["seeds"]
     started = f", started {header['started']}" if "started" in header else ""
@@ -149,6 +152,7 @@ def write_index(pages: Path = PAGES, results: Path = RESULTS) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Rewrite the table of ``--pages``/index.md."""
     p = argparse.ArgumentParser(prog="experiments/index.py", description=__doc__.split("\n")[0])
     p.add_argument("--pages", type=Path, default=PAGES, help="directory of the pages")
     p.add_argument("--results", type=Path, default=RESULTS, help="directory of the results")

@@ -20,7 +20,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bdl.compile.start_check import cannot_start, explain_start, start_value_is_finite
+from bdl.compile.start_check import (
+    cannot_start,
+    explain_start,
+    start_is_finite,
+    start_value_is_finite,
+)
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.sampling.carry import Chains, healthy_status
@@ -60,10 +65,13 @@ def _finite_or_perturbed(
     target: Target, positions: Any, key: jax.Array, num_chains: int
 ) -> Any:
     """``init="auto"``'s positions, with the ``"perturbed"`` start (the declared parameters plus
-    a little noise) for every chain whose energy is not finite at its ``"auto"`` draw: a prior
-    draw can reach where the likelihood overflows (exp(x·w) of a Poisson regression), which is no
-    reason to refuse a default start."""
-    finite = jax.lax.map(lambda p: start_value_is_finite(target, p), positions)
+    a little noise) for every chain whose energy or gradient is not finite at its ``"auto"``
+    draw: a prior draw can reach where the likelihood overflows (exp(x·w) of a Poisson
+    regression), which is no reason to refuse a default start. The gradient is checked too:
+    compiled, a Poisson log-likelihood y·log(exp(η)) − exp(η) can stay finite where exp(η) is
+    infinite (XLA simplifies log(exp(η)) to η) while its gradient (y − exp(η))·x is not, and
+    no step can leave such a start."""
+    finite = jax.lax.map(lambda p: start_is_finite(target, p), positions)
     fallback = target.init_positions(key, num_chains, "perturbed")
 
     def pick(drawn: jax.Array, declared: jax.Array) -> jax.Array:

@@ -314,11 +314,8 @@ def test_code_version_names_head_and_its_trees() -> None:
     assert isinstance(code["dirty"], bool) and ("dirty_digest" in code) == code["dirty"]
 
 
-def test_code_version_without_git_records_none(monkeypatch) -> None:
-    def no_git(*argv: str, stdin: bytes | None = None) -> bytes:
-        raise FileNotFoundError("git")
-
-    monkeypatch.setattr(_harness, "_git", no_git)
+def test_code_version_without_git_records_none(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("PATH", os.fspath(tmp_path))  # no git on the path
     _harness._code_version.cache_clear()
     try:
         assert _harness.code_version() == {

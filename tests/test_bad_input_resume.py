@@ -89,6 +89,13 @@ CASES = [
         ValueError,
         "Upgrade bdl",
     ),
+    (
+        "older format",
+        lambda d: _rewrite_header(d / "state.npz", format=checkpoint_io.FORMAT - 1),
+        {},
+        ValueError,
+        "Start the run again",
+    ),
     ("missing draws", lambda d: (d / "draws-000001.npz").unlink(), {}, ValueError, "is missing"),
     ("truncated draws", lambda d: _truncate(d / "draws-000001.npz"), {}, ValueError, "truncated"),
     ("another seed", None, {"seed": 2}, ValueError, "seed=2 conflicts"),

@@ -151,7 +151,7 @@ def augment_batch(
     Example i of the batch gets the key ``split(fold_in(fold_in(key, AUGMENT_STREAM), step))[i]``
     where ``key`` is the chain's minibatch key: the draws are a pure function of the run's seed,
     the chain and the step (bitwise reproducible, independent across chains and steps), and are
-    never the keys of the minibatch's permutation or of the kernel's noise.
+    never the keys of the minibatch's order or of the kernel's noise.
 
     Args:
         augment: the augmentation.

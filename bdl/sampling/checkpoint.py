@@ -35,8 +35,9 @@ import numpy as np
 
 from bdl.utils.files import atomic_path
 
-#: the layout written by this version of bdl; newer checkpoints are refused
-FORMAT = 1
+#: the layout written by this version of bdl; other formats are refused (format 1 carried each
+#: chain's epoch permutation in its minibatch stream, which format 2's streams no longer hold)
+FORMAT = 2
 STATE = "state.npz"
 _HEADER = "__header__"
 
@@ -173,6 +174,12 @@ def read(directory: Path) -> Checkpoint:
             f"resume: {path} has checkpoint format {header['format']}, written by bdl "
             f"{header.get('bdl_version', '?')}; this bdl reads format {FORMAT} and older. "
             "Upgrade bdl to resume it."
+        )
+    if header["format"] < FORMAT:
+        raise ValueError(
+            f"resume: {path} has checkpoint format {header['format']}, written by bdl "
+            f"{header.get('bdl_version', '?')}, whose minibatch streams this bdl does not draw "
+            "(its runs cannot be continued draw for draw). Start the run again without resume=."
         )
     carry = [arrays[k] for k in sorted(arrays) if k.startswith("a")]
     evaluation = [arrays[k] for k in sorted(arrays) if k.startswith("e")]

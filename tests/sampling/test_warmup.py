@@ -4,6 +4,7 @@ values they adapt, and the frozen kernel of the sampling phase is exact for the 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro.distributions as dist
 import pytest
 from jax.flatten_util import ravel_pytree
 from test_battery import check_conjugate_regression, check_correlated_gaussian
@@ -349,6 +350,49 @@ def test_newton_does_not_follow_an_energy_to_a_degenerate_mode():
 
     start = {"theta": y, "mu": jnp.zeros(()), "log_tau": jnp.zeros(())}
     assert not bool(newton_mode(energy, start, jnp.asarray(1.0)).converged)
+
+
+def _learned_noise_regression() -> bdl.CompiledModel:
+    """A linear regression on 3 predictors with its noise scale σ learned (HalfCauchy(5) prior,
+    sampled as log σ): at a prior draw of (w, b) far from the data's fit the joint energy in
+    (w, b, log σ) is not convex, yet it has one mode, which Newton's method reaches."""
+    rng = np.random.default_rng(2)
+    n = 200
+    x = rng.normal(size=(n, 3)).astype(np.float32)
+    y = (x @ np.array([1.0, -0.5, 2.0]) + 0.5 + 0.3 * rng.normal(size=n)).astype(np.float32)
+    model = bdl.Model(
+        network=lambda p, x: x @ p["w"] + p["b"],
+        params={"w": jnp.zeros(3), "b": jnp.zeros(())},
+        likelihood=bdl.Gaussian(scale=None, scale_prior=dist.HalfCauchy(5.0)),
+        prior=bdl.Normal(10.0),
+    )
+    return bdl.compile(model, (x, y))
+
+
+def test_warm_up_starts_from_the_laplace_draw_where_the_energy_is_not_convex_at_the_start():
+    """Newton's method runs from a start where the energy's Hessian is indefinite, and the chain
+    starts from its draw of N(θ̂, T·H(θ̂)⁻¹): within a few posterior sds of the mode, where the
+    start was hundreds of sds away (without it, the chain kept its start)."""
+    from bdl.sampling.warmup.laplace import newton_mode
+
+    compiled = _learned_noise_regression()
+    start = jax.tree.map(lambda a: a[0], compiled.init_positions(jax.random.key(3), 1, "prior"))
+    flat, unravel = ravel_pytree(start)
+    hessian = jax.hessian(lambda v: compiled.energy(unravel(v)))(flat)
+    assert np.linalg.eigvalsh(np.asarray(hessian, np.float64)).min() < 0  # not convex there
+    mode = newton_mode(compiled.energy, start, jnp.asarray(1.0))
+    assert bool(mode.converged)
+
+    def sds_from_the_mode(theta):  # |S⁻¹(θ − θ̂)| with S·Sᵀ = H(θ̂)⁻¹: a χ with d dof at a draw
+        offset = ravel_pytree(theta)[0] - mode.position
+        return float(np.linalg.norm(np.linalg.solve(np.asarray(mode.root), np.asarray(offset))))
+
+    assert sds_from_the_mode(start) > 100
+    for name in ("sgld", "sghmc"):
+        kernel = bdl.kernels.get(name).bind(compiled)
+        state = kernel.init(start, jax.random.key(0))
+        state, _ = warmup.WarmUp(kernel).init(compiled, state, jax.random.key(1))
+        assert sds_from_the_mode(kernel.position(state)) < 5, name  # d = 5: χ₅ < 5 w.p. 0.9995
 
 
 @pytest.mark.parametrize("name", ["sgld", "sghmc"])

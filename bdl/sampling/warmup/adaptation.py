@@ -26,7 +26,7 @@ from bdl.kernels.base import Info, Kernel
 from bdl.kernels.blocks import DenseMass, Elementwise, dense_mass
 from bdl.sampling.warmup import extremes as edges
 from bdl.sampling.warmup import guard as guards
-from bdl.sampling.warmup.laplace import Mode, convex_at, laplace_draw, mode_mass, newton_mode
+from bdl.sampling.warmup.laplace import laplace_draw, mode_mass, newton_mode
 from bdl.sampling.warmup.mass import (
     Welford,
     accumulate,
@@ -169,21 +169,15 @@ class WarmUp(eqx.Module):
     def _laplace_start(
         self, target: Target, state: Any, temperature: jax.Array, key: jax.Array
     ) -> tuple[Any, PyTree, DenseMass]:
-        """A dense model's start (:mod:`.laplace`): where the full-data energy is convex at the
-        chain's start and Newton's method converges from it, a draw of the Laplace
+        """A dense model's start (:mod:`.laplace`): where Newton's method converges from the
+        chain's start (whether or not the energy is convex there), a draw of the Laplace
         approximation at the mode, with M = H(θ̂); else the start itself, with M from the
         minibatch Hessian there (:func:`hessian_mass`)."""
         kernel = self.kernel
         inner = kernel.recipe_state(state)
         theta = inner.z["theta"]
         energy = kernel.augment_energy(target.energy)
-        flat = ravel_pytree(theta)[0]
-        idle = Mode(flat, jnp.zeros((flat.size, flat.size), flat.dtype), jnp.asarray(False))
-        mode = jax.lax.cond(
-            convex_at(energy, theta),
-            lambda: newton_mode(energy, theta, temperature),
-            lambda: idle,
-        )
+        mode = newton_mode(energy, theta, temperature)
         drawn = laplace_draw(mode, theta, temperature, jax.random.fold_in(key, 5))
         theta = jax.tree.map(lambda new, old: jnp.where(mode.converged, new, old), drawn, theta)
         state = kernel.with_recipe_state(state, inner._replace(z={**inner.z, "theta": theta}))

@@ -1,20 +1,22 @@
-"""Warm-up's Laplace start: for a small model whose energy is convex at the start, the chain
-moves to the posterior's mode by Newton's method and starts from a draw of the Laplace
-approximation there, N(θ̂, T·H(θ̂)⁻¹), with its mass from H(θ̂).
+"""Warm-up's Laplace start: for a small model, the chain moves to the posterior's mode by
+Newton's method and starts from a draw of the Laplace approximation there, N(θ̂, T·H(θ̂)⁻¹),
+with its mass from H(θ̂).
 
 Stochastic-gradient dynamics descend slowly from a start far from the posterior when the
 posterior is ill-conditioned: a logistic regression on features measured in thousands and in
 thousandths (condition numbers of 10¹⁰ and more) starts where the logits saturate, the curvature
 vanishes along most directions, and a step set from it is unstable along the rest. Newton's
-method is invariant to that conditioning and converges in a few steps where the energy is
-convex. It runs on the full-data energy, damped as Levenberg–Marquardt's (H + μ·diag|H|,
-μ cut by 3 after a step that lowers the energy, raised fourfold after one that does not, which
-is then not taken), for :data:`NEWTON_STEPS` steps. Its result is used only when it converged:
-H positive definite at the end (every eigenvalue of the unit-diagonal scaling above 10⁻⁶ of the
-largest) and the Newton decrement gᵀH⁻¹g/2 below :data:`DECREMENT`·d·T — a hierarchical
-model's energy that keeps falling towards a degenerate mode (a scale going to 0) never meets
-that, and the chain then keeps its own start. The draw keeps the chains as far apart as the
-posterior, which R̂ needs.
+method is invariant to that conditioning and converges in a few steps near the mode. It runs on
+the full-data energy from the chain's start, whether or not the energy is convex there (a
+regression with a learned noise scale is not, at a prior draw of the scale far from the data's),
+damped as Levenberg–Marquardt's (H + μ·diag|H|, μ cut by 3 after a step that lowers the energy,
+raised fourfold after one that does not, which is then not taken), for :data:`NEWTON_STEPS`
+steps: every step taken lowers the energy. Its result is used only when it converged: H
+positive definite at the end (every eigenvalue of the unit-diagonal scaling above 10⁻⁶ of the
+largest, so not a saddle) and the Newton decrement gᵀH⁻¹g/2 below :data:`DECREMENT`·d·T — a
+hierarchical model's energy that keeps falling towards a degenerate mode (a scale going to 0)
+never meets that, and the chain then keeps its own start. The draw keeps the chains as far
+apart as the posterior, which R̂ needs.
 """
 
 from __future__ import annotations
@@ -56,13 +58,6 @@ def _inverse_root(hessian: jax.Array) -> tuple[jax.Array, jax.Array]:
     convex = eigval[0] > CONVEX * eigval[-1]
     eigval = jnp.maximum(eigval, CONVEX * jnp.max(jnp.abs(eigval)) + 1e-30)
     return (eigvec / jnp.sqrt(eigval)) / scale[:, None], convex
-
-
-def convex_at(energy: Callable[[PyTree], jax.Array], theta: PyTree) -> jax.Array:
-    """Whether the energy's Hessian at θ is positive definite."""
-    flat, unravel = ravel_pytree(theta)
-    hessian = jax.hessian(lambda x: energy(unravel(x)))(flat)
-    return _inverse_root(0.5 * (hessian + hessian.T))[1]
 
 
 def newton_mode(

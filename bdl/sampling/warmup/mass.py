@@ -1,10 +1,10 @@
 """Warm-up's mass: from the Hessian at the start, then from each slow window's θ.
 
 At the start M comes from the curvature of the minibatch energy (:func:`hessian_mass`, dense,
-or :func:`hessian_diagonal_mass`; a dense model whose energy is convex at its start starts from
-the Laplace approximation at its mode instead, :mod:`.laplace`); at the end of every slow window,
-M⁻¹ is the window's covariance of θ (:func:`window_mass`), accumulated step by step with
-Welford's update (:func:`accumulate`), and a dense one is then set from the Laplace
+or :func:`hessian_diagonal_mass`; a dense model where Newton's method converges from its start
+starts from the Laplace approximation at the mode instead, :mod:`.laplace`); at the end of every
+slow window, M⁻¹ is the window's covariance of θ (:func:`window_mass`), accumulated step by
+step with Welford's update (:func:`accumulate`), and a dense one is then set from the Laplace
 approximation at the window's mean where the energy is convex there (:func:`laplace_mass`). The
 mass is dense (a :class:`DenseMass`, a square root of M⁻¹) for at most :data:`DENSE_MAX_DIM`
 parameters, else diagonal (per coordinate). Kernels whose preconditioner adapts per step

@@ -4,7 +4,9 @@ not tuned for, validated against NUTS with the usual gates.
 Every kernel is ``bdl.kernels.get(name)`` (``entropy`` on SGHMC) with the default start, so the
 step size, mass and friction come from warm-up adaptation (docs/troubleshooting.md). Run lengths
 are the model file's; nothing is chosen per kernel or per model. Writes docs/untuned.md and
-docs/untuned.json; ``--cases`` runs a subset (the others are kept from the JSON).
+docs/untuned.json; ``--cases`` runs a subset (the others are kept from the JSON). Several cases
+run one process each, in turn: one process compiling every case's programs runs out of the
+kernel's memory maps (XLA:CPU's "Unable to allocate section memory" after about 26 pairs).
 
     python scripts/untuned_suite.py                      # every case (NUTS references cached)
     python scripts/untuned_suite.py --cases poisson_glm  # one case
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -223,9 +227,16 @@ def main() -> None:
     if args.render:
         (args.out / "untuned.md").write_text(render(results))
         return
-    for key in args.cases.split(",") if args.cases else list(CASES):
-        if key not in CASES:
-            raise SystemExit(f"unknown case {key!r}; cases: {', '.join(CASES)}")
+    keys = args.cases.split(",") if args.cases else list(CASES)
+    unknown = [key for key in keys if key not in CASES]
+    if unknown:
+        raise SystemExit(f"unknown case {unknown[0]!r}; cases: {', '.join(CASES)}")
+    if len(keys) > 1:
+        for key in keys:
+            command = [sys.executable, __file__, "--cases", key, "--seed", str(args.seed)]
+            subprocess.run([*command, "--out", str(args.out)], check=True)
+        return
+    for key in keys:
         results[key] = run_case(key, args.seed)
         store.write_text(json.dumps(results, indent=1))
         (args.out / "untuned.md").write_text(render(results))

@@ -4,7 +4,9 @@ One call runs the chains from step ``t0`` in :func:`bdl.sampling.chain.run_chain
 each draw's state in a buffer of ``buffer_size`` rows. ``t0``, ``num_draws`` and
 ``steps_per_draw`` are traced, so burn-in and sampling chunks of any length share one
 compilation; ``buffer_size`` fixes the output's shape. With a layout, each device runs it for its
-own block of chains (and its share of every minibatch). A chunk runs in one of three phases:
+own block of chains (and its share of every minibatch): under ``shard_map``, or, with the chains
+in turn on a mesh of chains only, as the one-device program called per device
+(:mod:`bdl.sampling.dispatch`). A chunk runs in one of three phases:
 
 * :attr:`Phase.SAMPLE` — diagnostics are paid only where they are recorded: the steps inside a
   draw run the bare kernel step, and the draw's last step computes the step ``Info`` and checks
@@ -24,6 +26,7 @@ recipe state (:class:`bdl.kernels.base.Adaptable`).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable
 from functools import partial
@@ -38,6 +41,7 @@ from bdl.compile.target import Target
 from bdl.kernels.base import Info, Kernel
 from bdl.sampling.carry import Chains, all_finite, mark
 from bdl.sampling.chain import run_chain
+from bdl.sampling.dispatch import per_device
 from bdl.sampling.draws import Records
 from bdl.sampling.layout import CHAIN, Layout
 from bdl.sampling.warmup import Point, WarmUp
@@ -106,12 +110,52 @@ def run_chunk(
     args, kwargs = _arguments(
         target, kernel, warmup, chains, chain_keys, lengths, shape, layout, run_key, point, buffers
     )
+    if layout.mesh is not None and layout.data_devices == 1 and shape.chains_in_turn:
+        return _per_device(*args, **kwargs)
     return compiled_chunk(*args, **kwargs)
+
+
+def _per_device(
+    target: Target,
+    kernel: Kernel,
+    warmup: WarmUp | None,
+    chains: Chains,
+    chain_keys: jax.Array,
+    first: Any,
+    lengths: Lengths,
+    shape: Shape,
+    layout: Layout,
+    run_key: jax.Array | None,
+    adaptation: tuple[Any, Point] | None,
+    buffers: Records | None = None,
+) -> tuple[Chains, Records | None]:
+    """:func:`compiled_chunk` on a mesh of chains only, with the chains in turn: each device
+    runs the one-device program on its block of chains (:func:`bdl.sampling.dispatch.per_device`),
+    so a run on any number of devices is bitwise the run on one (docs/scaling.md)."""
+    one = dataclasses.replace(layout, mesh=None)  # the run's chains, each call on one device
+    per_chain = (chains, chain_keys, None if buffers is None else buffers[:2])
+    shared = (target, kernel, warmup, lengths, run_key, adaptation)
+    shared += (None if buffers is None else buffers[2:],)
+
+    def call(offset: int, shared: tuple, per_chain: tuple) -> tuple[Chains, Records | None]:
+        target, kernel, warmup, lengths, run_key, adaptation, draw_rows = shared
+        chains, chain_keys, rows = per_chain
+        at = np.asarray(first + offset, np.int32)
+        block = None if rows is None else Records(*rows, *draw_rows)
+        return compiled_chunk(
+            target, kernel, warmup, chains, chain_keys, at, lengths, shape, one, run_key,
+            adaptation, buffers=block,
+        )  # fmt: skip
+
+    by_chain = P(CHAIN)
+    specs = (by_chain, None if buffers is None else Records(by_chain, by_chain, P(), P()))
+    return per_device(call, layout.mesh, shared, per_chain, specs)
 
 
 def lower_chunk(*args: Any, **kwargs: Any) -> Any:
     """The chunk program that :func:`run_chunk` with these arguments runs, lowered (for its HLO;
-    nothing runs)."""
+    nothing runs). With the chains in turn on a mesh of chains only, where each device runs the
+    one-device program on its block, this is the program partitioned over the mesh instead."""
     args, kwargs = _arguments(*args, **kwargs)
     return compiled_chunk.lower(*args, **kwargs)
 
@@ -137,7 +181,8 @@ def _arguments(
             adaptation = (np.asarray(False), Point(*(np.asarray(False) for _ in range(3))))
         else:
             adaptation = (np.asarray(True), point)
-    args = (target, kernel, warmup, chains, chain_keys, lengths, shape, layout, run_key)
+    first = np.asarray(layout.start, np.int32)
+    args = (target, kernel, warmup, chains, chain_keys, first, lengths, shape, layout, run_key)
     return (*args, adaptation), {"buffers": buffers}
 
 
@@ -148,6 +193,7 @@ def compiled_chunk(
     warmup: WarmUp | None,
     chains: Chains,
     chain_keys: jax.Array,
+    first: Any,
     lengths: Lengths,
     shape: Shape,
     layout: Layout,
@@ -157,7 +203,9 @@ def compiled_chunk(
 ) -> tuple[Chains, Records | None]:
     """The chunk program (:func:`run_chunk` with the adaptation flags made arrays): one XLA
     program per target, kernel, phase and shapes, whose compilations go with their targets
-    (:func:`bdl.utils.owner_jit.owner_jit`); ``buffers`` are donated."""
+    (:func:`bdl.utils.owner_jit.owner_jit`); ``buffers`` are donated. ``first`` (traced
+    ``int32``) is the run's index of ``chains``' first chain, so the calls of a per-device
+    dispatch, each given one device's block, share one trace."""
     per_chain: dict[str, Any] = {"chains": chains, "keys": chain_keys}
     shared: dict[str, Any] = {
         "target": target,
@@ -170,7 +218,7 @@ def compiled_chunk(
     if adaptation is not None:
         t_end = lengths.t0 + lengths.num_draws * lengths.steps_per_draw
         keys = jax.random.split(warmup_key(run_key, t_end), layout.num_chains)
-        per_chain["adapt_keys"] = layout.select(keys)
+        per_chain["adapt_keys"] = jax.lax.dynamic_slice_in_dim(keys, first, chain_keys.shape[0])
     if buffers is not None:  # (chain, row, ...) buffers go with their chains
         per_chain["rows"] = (buffers.collected, buffers.info)
         shared["draw_rows"] = (buffers.is_sample, buffers.steps)

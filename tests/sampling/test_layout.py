@@ -125,8 +125,8 @@ def test_chains_in_turn_give_shipped_models_bitwise_the_same_run_on_any_layout(
     model_runs, model, mode, layouts
 ):
     """Each model of layout_runs.MODELS, SGHMC with a fixed step and adapted in warm-up, 4
-    chains in turn on the listed layouts (1, 2 and 4 devices, or 2 and 4): positions, ``Info``
-    and adapted values bitwise."""
+    chains in turn on the listed layouts (1, 2 and 4 devices; each device runs the one-device
+    program on its chains): positions, ``Info`` and adapted values bitwise."""
     first = _load(model_runs, f"{model}-{mode}-{layouts[0]}")
     assert (first.adapted is not None) == (mode == "adapted")
     for devices in layouts[1:]:

@@ -46,6 +46,9 @@ CASES: dict[str, tuple[str, dict[str, Any], str]] = {
     "mlp_prior_data_depth2": ("mlp_prior_data", {"depth": 2}, "mlp_prior_data"),
     "regression_1d": ("regression_1d", {}, "regression_1d"),
     "correlated_regression": ("correlated_regression", {}, ""),
+    # the same posterior with minibatches of 1,000: the gradient noise of B = 100 bounds the step
+    # (docs/troubleshooting.md); this row separates the conditioning from the noise
+    "correlated_regression_b1000": ("correlated_regression", {"batch_size": 1000}, ""),
     # not the centred form: NUTS fails the trust gate on its funnel (tests/test_hierarchical.py),
     # so nuts_reference raises UntrustedReferenceError, which would stop the suite
     "eight_schools_noncentred": ("eight_schools", {"centred": False}, "eight_schools"),

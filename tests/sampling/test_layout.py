@@ -175,8 +175,8 @@ def test_a_checkpoint_on_four_devices_resumes_on_two(runs, more_runs):
 
 @pytest.mark.slow
 def test_warm_up_adapts_bitwise_as_on_one_device(more_runs):
-    """On the toy network, adapted step sizes, frictions and draws on 4 devices are bitwise one
-    device's (on shipped models they need the chains in turn: docs/scaling.md)."""
+    """On the toy network, with the chains in turn, adapted step sizes, frictions and draws on 4
+    devices are bitwise one device's (under vmap they need not be: docs/scaling.md)."""
     one, four = _load(more_runs, "adapt_one"), _load(more_runs, "adapt_four")
     assert four.num_chains == one.num_chains == 4
     for name in ("step_size", "friction"):

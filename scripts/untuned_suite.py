@@ -159,6 +159,12 @@ def _range(bounds: list[float] | None) -> str:
     return f"{bounds[0]:.2g} – {bounds[1]:.2g}"
 
 
+def _model_label(res: dict[str, Any]) -> str:
+    """The model's name, with the build options that tell two rows of one model file apart."""
+    options = ", ".join(f"{k}={v}" for k, v in (res.get("options") or {}).items())
+    return f"{res['model']} ({options})" if options else res["model"]
+
+
 def render(all_results: dict[str, Any]) -> str:
     lines = [
         "# Sampling nobody tuned",
@@ -181,7 +187,7 @@ def render(all_results: dict[str, Any]) -> str:
             ess = "—" if k["min_ess"] is None else f"{k['min_ess']:.0f}"
             eps = "—" if k["ess_per_second"] is None else f"{k['ess_per_second']:.1f}"
             lines.append(
-                f"| {res['model']} | {label} | {'PASS' if k['passed'] else 'FAIL'} | "
+                f"| {_model_label(res)} | {label} | {'PASS' if k['passed'] else 'FAIL'} | "
                 f"{', '.join(k['failed_rows']).replace('|', chr(92) + '|') or '—'} | {ess} | "
                 f"{eps} | "
                 f"{_median(k['adapted_step'])} | {_range(k.get('raw_step_range'))} | {tuned} | "

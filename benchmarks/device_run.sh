@@ -54,9 +54,15 @@ print(sys.version.split()[0], 'jax', jax.__version__, 'numpyro', numpyro.__versi
 
 part smoke 120 $py benchmarks/device_smoke.py
 [[ -n ${PARTS:-} && " $PARTS " != *" smoke "* ]] || grep -q "^   rc 0 " <(tail -1 "$out/summary.txt") || { echo "smoke run failed: stopping"; tail -30 "$out/smoke.log"; exit 1; }
-part peers 300 $py benchmarks/peers.py --repeats 3 --quiet-bdl --no-compile-check \
-    --json "$out/peers.json"
+# one part per model and chain count: a part cut short by its cap loses only its own rows
+for group in digits:1 wide:1 digits:8; do
+    part "peers_${group/:/}" 150 $py benchmarks/peers.py --models "${group%:*}" \
+        --chains "${group#*:}" --repeats 3 --quiet-bdl --no-compile-check \
+        --json "$out/peers_${group/:/}.json" ${PEERS_ARGS:-}
+done
 part peers_compile 120 $py benchmarks/peers.py --compile-check-only --json "$out/peers_compile.json"
+part loop_overhead 90 $py benchmarks/loop_overhead.py --repeats 3 --chains 1,8 \
+    --kernels sgld,sghmc
 part step_overhead 150 $py benchmarks/step_overhead.py --repeats 3 --chains --unblocked
 part loop_hlo 60 $py benchmarks/loop_hlo.py
 part loop_identity 60 $py benchmarks/loop_identity.py

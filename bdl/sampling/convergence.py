@@ -38,7 +38,13 @@ import numpy as np
 from bdl.compile.target import Target
 from bdl.diagnostics.convergence import Convergence, assess
 from bdl.diagnostics.stuck import small_steps, unmoved_chains
-from bdl.sampling.monitored import default_space, function_quantities, parameter_quantities
+from bdl.sampling.monitored import (
+    default_space,
+    draw_monitor,
+    function_inputs,
+    function_quantities,
+    parameter_quantities,
+)
 from bdl.sampling.samples import ConvergenceWarning, Samples
 from bdl.utils.trees import leaf_paths
 
@@ -49,6 +55,7 @@ __all__ = [
     "check_convergence",
     "checked",
     "quantity_budget",
+    "run_monitor",
 ]
 
 #: most quantities monitored
@@ -65,8 +72,20 @@ def quantity_budget(chains: int, draws: int) -> int:
     return int(min(MAX_QUANTITIES, max(MIN_QUANTITIES, fit)))
 
 
+def run_monitor(target: Target, chains: int, draws: int) -> tuple[int, Any] | None:
+    """What a run computes for its check while it goes on: ``(num, monitor)`` for a network
+    sampled at a temperature above 0 (``monitor``: :func:`bdl.sampling.monitored.draw_monitor`
+    on the ``num`` held-out inputs the check of ``chains × draws`` draws reads), else ``None``.
+    Evaluated on the device as each chunk's draws leave it, the predictions cost no copy of
+    the draws back to the device after the run."""
+    if draws == 0 or default_space(target) != "function" or target.constant_temperature() == 0:
+        return None
+    num = function_inputs(target, quantity_budget(chains, draws))
+    return num, draw_monitor(target, num)
+
+
 def check_convergence(
-    samples: Any, target: Any = None, *, space: str | None = None
+    samples: Any, target: Any = None, *, space: str | None = None, monitored: Any = None
 ) -> Convergence | None:
     """The convergence verdict of ``samples`` (docs/troubleshooting.md).
 
@@ -76,6 +95,9 @@ def check_convergence(
             whose predictions are checked, and to decide the space.
         space: ``"parameter"`` or ``"function"`` (default: :func:`default_space` of ``target``;
             without a target, that of ``samples.convergence``, else ``"parameter"``).
+        monitored: ``(num, values)``, the function-space values of every chain's draws on
+            ``num`` held-out inputs, ``(chain, draw, k)``, computed during the run
+            (:func:`run_monitor`); used when the budget gives the same ``num``.
 
     Returns:
         the verdict, or ``None`` when there is nothing to check: no draws kept, none taken, every
@@ -111,10 +133,19 @@ def check_convergence(
     healthy = np.asarray(samples.healthy_chains)
     if not samples.kept_draws or samples.num_draws == 0 or healthy.size == 0 or temperature == 0:
         return None
-    positions = jax.tree.map(lambda a: np.asarray(a)[healthy], samples.positions)
+    every = healthy.size == samples.num_chains  # no copy of the draws when every chain counts
+    positions = jax.tree.map(
+        lambda a: np.asarray(a) if every else np.asarray(a)[healthy], samples.positions
+    )
     budget = quantity_budget(int(healthy.size), samples.num_draws)
     if space == "function":
-        values, names, total = function_quantities(target, positions, budget)
+        computed = None
+        if monitored is not None and np.shape(monitored[1])[:2] == (
+            samples.num_chains,
+            samples.num_draws,
+        ):
+            computed = (monitored[0], np.asarray(monitored[1])[healthy])
+        values, names, total = function_quantities(target, positions, budget, computed)
         # within each chain: a network's chains sit in different modes, whose predictions
         # differ (on digits, R̂ 2 across chains after any length of run); what can be checked
         # is that each chain is stationary and has mixed within its own mode
@@ -131,13 +162,13 @@ def check_convergence(
     return assess(values, names, space=space, of=total, stuck=stuck)
 
 
-def checked(samples: Any, target: Any) -> Any:
-    """``samples`` with its verdict (:func:`check_convergence`), and a
-    :class:`~bdl.sampling.samples.ConvergenceWarning` naming what failed, as :func:`bdl.sample`
-    returns them. A check that raises is reported (``RuntimeWarning``) instead of losing the
-    run's draws: the verdict is then ``None``."""
+def checked(samples: Any, target: Any, monitored: Any = None) -> Any:
+    """``samples`` with its verdict (:func:`check_convergence`, given the run's ``monitored``
+    values), and a :class:`~bdl.sampling.samples.ConvergenceWarning` naming what failed, as
+    :func:`bdl.sample` returns them. A check that raises is reported (``RuntimeWarning``)
+    instead of losing the run's draws: the verdict is then ``None``."""
     try:
-        verdict = check_convergence(samples, target)
+        verdict = check_convergence(samples, target, monitored=monitored)
     except Exception as err:  # the draws matter more than their check
         warnings.warn(
             f"the convergence check of the draws failed ({type(err).__name__}: {err}); "

@@ -38,13 +38,16 @@ class Records(NamedTuple):
     steps: Any
 
     @classmethod
-    def from_device(cls, buffers: Records, draws: int) -> Records:
-        """The first ``draws`` rows of a chunk's buffers, copied to the host (the buffers
-        themselves are left to the next call)."""
+    def from_device(cls, buffers: Records, draws: int, copy: bool = True) -> Records:
+        """The first ``draws`` rows of a chunk's buffers on the host. With ``copy`` they are
+        the records' own (the buffers themselves are left to the next call, which may reuse
+        their memory); without, views of the host's copy of the buffers (on a CPU possibly the
+        buffers themselves), for a caller that copies them before the next call."""
 
         def rows(a: Any, chain_major: bool = True) -> np.ndarray:
             a = np.asarray(a)
-            return np.array(a[:, :draws] if chain_major else a[:draws])
+            a = a[:, :draws] if chain_major else a[:draws]
+            return np.array(a) if copy else a
 
         return cls(
             jax.tree.map(rows, buffers.collected),

@@ -126,8 +126,13 @@ class Keep:
         stream: StreamWriter | None,
         shapes: Records,
         run: RunFields,
+        monitor: tuple[int, Any] | None = None,
     ) -> None:
         self.settings = chosen
+        # the convergence check's function-space values, computed on each chunk's draws while
+        # they are still on the device (bdl.sampling.convergence.run_monitor): (num, function)
+        self._monitor = monitor if table is not None else None
+        self._monitored: list[tuple[Any, int]] = []
         self.run = run
         self.table = table
         self.stream = stream
@@ -159,11 +164,26 @@ class Keep:
             self.curve.append(curve_rows(rows, host_steps, host_mask))
         if not self.wants_host:
             return
-        records = Records.from_device(buffers, draws)
+        if self._monitor is not None:  # dispatched first: it runs while the draws are copied
+            self._monitored.append((self._monitor[1](buffers.collected["position"]), draws))
+        # the table copies its rows into place at once; the stream's pending parts wait
+        records = Records.from_device(buffers, draws, copy=self.stream is not None)
         if self.table is not None:
             self.table.add(records)
         if self.stream is not None:
             self._pending.append(records)
+
+    def monitored(self) -> tuple[int, np.ndarray] | None:
+        """``(num, values)``: the run's function-space values of its kept draws
+        ``(chain, draw, k)``, on ``num`` held-out inputs; ``None`` when there are none for
+        every draw in memory (no monitor, or a resumed run's earlier draws)."""
+        if self._monitor is None or self.table is None:
+            return None
+        if sum(n for _, n in self._monitored) != self.table.size or not self._monitored:
+            return None
+        values = np.concatenate([np.asarray(v)[:, :n] for v, n in self._monitored], axis=1)
+        made = self.table.is_sample[: self.table.size]
+        return self._monitor[0], values if made.all() else values[:, made]
 
     # ------------------------------------------------------------------ the stream
     def stream_due(self) -> bool:

@@ -108,6 +108,29 @@ def function_values(target: CompiledModel, flat: PyTree, num: int) -> jax.Array:
 _summaries = owner_jit(function_values)
 
 
+def function_values_at_draws(target: CompiledModel, positions: PyTree, num: int) -> jax.Array:
+    """:func:`function_values` of a chunk's buffers, positions ``(chain, row, ...)`` still on
+    the device, as ``(chain, row, k)``: what the convergence check reads, computed while the run
+    goes on, so that its draws need not come back to the device after it
+    (:class:`bdl.sampling.keep.Keep`). :data:`CHUNK` draws at a time."""
+    lead = jax.tree.leaves(positions)[0].shape[:2]
+    flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), positions)
+
+    def one(position: PyTree) -> jax.Array:
+        return function_values(target, jax.tree.map(lambda a: a[None], position), num)[0]
+
+    return jax.lax.map(one, flat, batch_size=CHUNK).reshape(*lead, -1)
+
+
+_at_draws = owner_jit(function_values_at_draws)
+
+
+def draw_monitor(target: CompiledModel, num: int) -> Any:
+    """The function a run's sink calls on each chunk's positions (:func:`function_values_at_draws`
+    on ``num`` held-out inputs), returning device arrays."""
+    return lambda positions: _at_draws(target, positions, num)
+
+
 def parameter_summaries(positions: PyTree) -> np.ndarray:
     """Every coordinate of ``(chain, draw, ...)`` positions as columns, shape (chain, draw, d),
     in the order of :func:`bdl.utils.trees.parameter_names`."""
@@ -155,21 +178,33 @@ def parameter_quantities(positions: PyTree, budget: int) -> tuple[np.ndarray, li
     return np.stack(columns, axis=-1).astype(np.float64), names, total
 
 
+def function_inputs(target: CompiledModel, budget: int) -> int:
+    """How many held-out inputs :func:`function_quantities` evaluates for ``budget``
+    quantities (at least one)."""
+    available = int((target.x_test if held_out(target) else target.x_train).shape[0])
+    classifier = target.likelihood.task == "classification"
+    # the predictive means per input: a classifier's classes, else (as a rule) the targets'
+    # entries; read off the result, the guess only sizes the budget (no extra trace)
+    guess = target.num_classes if classifier and target.num_classes else None
+    guess = guess or int(np.prod(target.y_train.shape[1:], dtype=int))
+    return int(min(available, max(1, budget // (guess + 1))))
+
+
 def function_quantities(
-    target: CompiledModel, positions: PyTree, budget: int
+    target: CompiledModel, positions: PyTree, budget: int, computed: Any = None
 ) -> tuple[np.ndarray, list[str], int]:
     """The predictive means and log-likelihoods of :func:`function_summaries` on as many
     held-out inputs as keep them within ``budget`` (at least one input): (values
     ``(chain, draw, k)`` in float64, their names, the number there would be on every held-out
-    input)."""
+    input). ``computed``: ``(num, values)`` already evaluated during the run on ``num`` inputs
+    (:func:`function_values_at_draws`), used when ``num`` is what the budget gives."""
     available = int((target.x_test if held_out(target) else target.x_train).shape[0])
     classifier = target.likelihood.task == "classification"
-    # the predictive means per input: a classifier's classes, else (as a rule) the targets'
-    # entries; read off the result below, the guess only sizes the budget (no extra trace)
-    guess = target.num_classes if classifier and target.num_classes else None
-    guess = guess or int(np.prod(target.y_train.shape[1:], dtype=int))
-    num = int(min(available, max(1, budget // (guess + 1))))
-    values = function_summaries(target, positions, num).astype(np.float64)
+    num = function_inputs(target, budget)
+    if computed is not None and computed[0] == num:
+        values = np.asarray(computed[1], np.float64)
+    else:
+        values = function_summaries(target, positions, num).astype(np.float64)
     outputs = values.shape[-1] // num - 1  # per input: its predictive means and log-likelihood
     where = "x_test" if held_out(target) else "x_train"
     names = []

@@ -103,7 +103,6 @@ def runaway_chains(
     count = heat_draws(target, samples.steps_done, draws)
     picks = {c: _spread(np.flatnonzero(temperature[c] > 0), count) for c in tested}
     picks = {c: p for c, p in picks.items() if p.size >= 4}
-    norms = _norms(samples.positions)
     for c, (virial, energy) in _at_draws(target, samples.positions, picks).items():
         at, later = picks[c], picks[c].size // 2
         hot = heat(virial[later:] / temperature[c, at[later:]], size, tests)
@@ -119,8 +118,8 @@ def runaway_chains(
                 int(steps[at[grew.index]]),
                 f"{grew.detail}, while its configurational temperature is "
                 f"{hot.statistic:.3g}·T, above T (a chain that grows towards π_T is below T); "
-                f"‖θ‖ went from {norms[c, at[:third]].mean():.3g} to "
-                f"{norms[c, at[-third:]].mean():.3g}",
+                f"‖θ‖ went from {_norms(samples.positions, c, at[:third]).mean():.3g} to "
+                f"{_norms(samples.positions, c, at[-third:]).mean():.3g}",
             ))  # fmt: skip
     for c, seen in found.items():
         if seen:
@@ -159,12 +158,13 @@ def flag_runaway(samples: Samples, target: Target) -> Samples:
     return result
 
 
-def _norms(positions: Any) -> np.ndarray:
-    """‖θ‖ of every draw, (chains, draws), in float64."""
+def _norms(positions: Any, chain: int, draws: np.ndarray) -> np.ndarray:
+    """‖θ‖ of chain ``chain``'s draws ``draws``, in float64 (only where a report needs them:
+    every draw of a large network would be a copy of all its draws in float64)."""
     total = 0.0
     for leaf in jax.tree.leaves(positions):
-        a = np.asarray(leaf, np.float64)
-        total = total + np.sum(np.square(a.reshape(*a.shape[:2], -1)), axis=-1)
+        a = np.asarray(np.asarray(leaf)[chain, draws], np.float64)
+        total = total + np.sum(np.square(a.reshape(a.shape[0], -1)), axis=-1)
     return np.sqrt(total)
 
 

@@ -30,7 +30,7 @@ from bdl.sampling import keep as keeping
 from bdl.sampling import loop as looping
 from bdl.sampling.checkpoint import fingerprint
 from bdl.sampling.checks import check_run, check_schedules, check_start
-from bdl.sampling.convergence import checked
+from bdl.sampling.convergence import checked, run_monitor
 from bdl.sampling.divergence import refuse_bad_starts, start_explanation
 from bdl.sampling.keep import Keep
 from bdl.sampling.layout import Layout, resolve
@@ -228,7 +228,8 @@ def sample(
     run = draw_buffers.RunFields(bound, meta, warmup, shapes)
     table = draw_buffers.DrawTable(shapes, num_draws) if kept.keep_draws else None
     stream = None if kept.stream_to is None else StreamWriter(kept.stream_to, checkpoint_every)
-    sinks = Keep(kept, table, stream, shapes, run)
+    monitor = run_monitor(target, num_chains, num_draws) if table is not None else None
+    sinks = Keep(kept, table, stream, shapes, run, monitor)
     t, parts = 0, 0
     if saved is not None:
         chains = layout.shard(checkpointing.restore(chains, saved, directory))
@@ -265,7 +266,8 @@ def sample(
             stacklevel=3,  # past the wrapper that releases the checkpoint's lock
         )
     result = flag_runaway(result, target)  # chains that ran away or ran hot, and their warning
-    return checked(result, target)  # the convergence verdict, and its warning when it fails
+    # the convergence verdict, and its warning when it fails
+    return checked(result, target, sinks.monitored())
 
 
 def _buffer_rows(one_row: draw_buffers.Records, num_draws: int) -> int:

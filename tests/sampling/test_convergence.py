@@ -118,6 +118,24 @@ def test_a_network_is_checked_on_its_predictions(network):
     assert verdict.quantities <= 256 and verdict.of == 2 * len(target.x_test)
 
 
+@pytest.mark.parametrize("thin, burn_in", [(1, 0), (3, 7)])
+def test_predictions_computed_during_the_run_give_the_verdict_of_the_draws(thin, burn_in):
+    """bdl.sample evaluates a network's predictions on each chunk's draws while they are on the
+    device; the verdict must be the one computed afterwards from the kept draws."""
+    target = load_spec("regression_1d").compile()
+    kernel = bdl.kernels.get("sgld", step_size=1e-5)
+    samples = bdl.sample(
+        target, kernel, num_steps=400, burn_in=burn_in, thin=thin, num_chains=3, seed=2
+    )
+    during, after = samples.convergence, check_convergence(samples, target)
+    assert during.space == after.space == "function"
+    assert (during.quantities, during.max_rhat_at, during.min_ess_bulk_at) == (
+        after.quantities, after.max_rhat_at, after.min_ess_bulk_at,
+    )  # fmt: skip
+    for name in ("max_rhat", "min_ess_bulk", "min_ess_tail"):
+        assert getattr(during, name) == pytest.approx(getattr(after, name), rel=1e-4), name
+
+
 def test_nothing_is_checked_when_no_draws_are_kept(regression, tmp_path):
     kernel = bdl.kernels.get("sghmc", **SGHMC)
     samples = bdl.sample(regression, kernel, num_steps=50, keep_draws=False, stream_to=tmp_path)

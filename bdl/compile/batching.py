@@ -11,7 +11,11 @@ draw.
     x ← K_r − x (mod n)  if  bit(F_r(max(x, K_r − x))) = 1,   r = 1, …, R
     π_e(i) = x + c (mod n)
 
-with K_r and c uniform on {0, …, n−1} and F_r a keyed integer hash, all from ``fold_in(key, e)``.
+with K_r and c uniform on {0, …, n−1} and F_r a keyed integer hash, all from one draw of 2R + 2
+random 32-bit words under ``fold_in(key, e)`` (K_r = w_r mod n, F_r keyed by w_{R+r}, c from
+the last two words as a 64-bit number mod n: uniform up to n/2⁶⁴). One call of the generator
+per step, not one per quantity: on a GPU, where a step of a small network is a few dozen kernel
+launches, each call is a launch of its own.
 Each round swaps the pairs {x, K_r − x} or leaves them, the same choice for both members, so
 π_e is a bijection: an epoch visits every example at most once (E·B of them; the n mod B left
 out change from epoch to epoch). The rotation c makes every position's example uniform on the
@@ -52,15 +56,24 @@ def _mix(x: jax.Array) -> jax.Array:
     return x ^ (x >> 16)
 
 
+def _below(high: jax.Array, low: jax.Array, size: jax.Array) -> jax.Array:
+    """(high·2³² + low) mod size for size ≤ 2³¹, bit by bit (2r + 1 < 2³² never overflows):
+    uniform on {0, …, size − 1} up to size/2⁶⁴ when the words are."""
+    r = high % size
+    for i in range(31, -1, -1):
+        r = (r * jnp.uint32(2) + ((low >> i) & jnp.uint32(1))) % size
+    return r
+
+
 def epoch_order(key: jax.Array, epoch: jax.Array, positions: jax.Array, n: int) -> jax.Array:
     """π_e(positions): the examples at ``positions`` of epoch ``epoch``'s order (module
     docstring), int32 in [0, n)."""
     rounds = shuffle_rounds(n)
-    k_pivot, k_hash, k_shift = jax.random.split(jax.random.fold_in(key, epoch), 3)
-    pivots = jax.random.randint(k_pivot, (rounds,), 0, n, jnp.int32).astype(jnp.uint32)
-    salts = jax.random.bits(k_hash, (rounds,), jnp.uint32)
-    shift = jax.random.randint(k_shift, (), 0, n, jnp.int32).astype(jnp.uint32)
+    words = jax.random.bits(jax.random.fold_in(key, epoch), (2 * rounds + 2,), jnp.uint32)
     size = jnp.uint32(n)
+    pivots = words[:rounds] % size  # uniform up to n/2³², which only the rounds' quality sees
+    salts = words[rounds : 2 * rounds]
+    shift = _below(words[2 * rounds], words[2 * rounds + 1], size)
     x = positions.astype(jnp.uint32)
     for r in range(rounds):
         partner = (pivots[r] + size - x) % size

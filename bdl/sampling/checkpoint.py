@@ -36,8 +36,9 @@ import numpy as np
 from bdl.utils.files import atomic_path
 
 #: the layout written by this version of bdl; other formats are refused (format 1 carried each
-#: chain's epoch permutation in its minibatch stream, which format 2's streams no longer hold)
-FORMAT = 2
+#: chain's epoch permutation in its minibatch stream, which later streams no longer hold; format
+#: 2's streams drew an epoch's order from other random numbers than format 3's)
+FORMAT = 3
 STATE = "state.npz"
 _HEADER = "__header__"
 

@@ -111,27 +111,17 @@ def run_chunk(
         target, kernel, warmup, chains, chain_keys, lengths, shape, layout, run_key, point, buffers
     )
     if layout.mesh is not None and layout.data_devices == 1 and shape.chains_in_turn:
-        return _per_device(*args, **kwargs)
+        return _per_device(args, kwargs["buffers"])
     return compiled_chunk(*args, **kwargs)
 
 
-def _per_device(
-    target: Target,
-    kernel: Kernel,
-    warmup: WarmUp | None,
-    chains: Chains,
-    chain_keys: jax.Array,
-    first: Any,
-    lengths: Lengths,
-    shape: Shape,
-    layout: Layout,
-    run_key: jax.Array | None,
-    adaptation: tuple[Any, Point] | None,
-    buffers: Records | None = None,
-) -> tuple[Chains, Records | None]:
-    """:func:`compiled_chunk` on a mesh of chains only, with the chains in turn: each device
-    runs the one-device program on its block of chains (:func:`bdl.sampling.dispatch.per_device`),
-    so a run on any number of devices is bitwise the run on one (docs/scaling.md)."""
+def _per_device(args: tuple, buffers: Records | None) -> tuple[Chains, Records | None]:
+    """:func:`compiled_chunk` (``args``: its positional arguments, :func:`_arguments`) on a mesh
+    of chains only, with the chains in turn: each device runs the one-device program on its
+    block of chains (:func:`bdl.sampling.dispatch.per_device`), so a run on any number of
+    devices is bitwise the run on one (docs/scaling.md)."""
+    target, kernel, warmup, chains, chain_keys, first, lengths, shape, layout, *rest = args
+    run_key, adaptation = rest
     one = dataclasses.replace(layout, mesh=None)  # the run's chains, each call on one device
     per_chain = (chains, chain_keys, None if buffers is None else buffers[:2])
     shared = (target, kernel, warmup, lengths, run_key, adaptation)

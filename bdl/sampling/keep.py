@@ -165,7 +165,8 @@ class Keep:
         if not self.wants_host:
             return
         if self._monitor is not None:  # dispatched first: it runs while the draws are copied
-            self._monitored.append((self._monitor[1](buffers.collected["position"]), draws))
+            values = self._monitor[1](buffers.collected["position"], draws)
+            self._monitored.append((values, draws))
         # the table copies its rows into place at once; the stream's pending parts wait
         records = Records.from_device(buffers, draws, copy=self.stream is not None)
         if self.table is not None:

@@ -108,27 +108,40 @@ def function_values(target: CompiledModel, flat: PyTree, num: int) -> jax.Array:
 _summaries = owner_jit(function_values)
 
 
-def function_values_at_draws(target: CompiledModel, positions: PyTree, num: int) -> jax.Array:
+def function_values_at_draws(
+    target: CompiledModel, positions: PyTree, num: int, draws: jax.Array
+) -> jax.Array:
     """:func:`function_values` of a chunk's buffers, positions ``(chain, row, ...)`` still on
     the device, as ``(chain, row, k)``: what the convergence check reads, computed while the run
     goes on, so that its draws need not come back to the device after it
-    (:class:`bdl.sampling.keep.Keep`). :data:`CHUNK` draws at a time."""
-    lead = jax.tree.leaves(positions)[0].shape[:2]
-    flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), positions)
+    (:class:`bdl.sampling.keep.Keep`). Only the blocks of :data:`CHUNK` rows that hold the
+    first ``draws`` rows (traced: one program per buffer shape) are evaluated; the other rows
+    are left at zero."""
+    chains, rows = jax.tree.leaves(positions)[0].shape[:2]
+    block = min(CHUNK, rows)
 
-    def one(position: PyTree) -> jax.Array:
-        return function_values(target, jax.tree.map(lambda a: a[None], position), num)[0]
+    def values(first: jax.Array) -> jax.Array:  # rows first … first + block − 1, every chain
+        part = jax.tree.map(lambda a: jax.lax.dynamic_slice_in_dim(a, first, block, 1), positions)
+        flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), part)
+        return function_values(target, flat, num).reshape(chains, block, -1)
 
-    return jax.lax.map(one, flat, batch_size=CHUNK).reshape(*lead, -1)
+    spec = jax.eval_shape(values, jnp.int32(0))
+
+    def one(b: jax.Array, out: jax.Array) -> jax.Array:
+        first = jnp.minimum(b * block, rows - block)  # the last block may overlap the one before
+        return jax.lax.dynamic_update_slice_in_dim(out, values(first), first, 1)
+
+    blocks = (draws + block - 1) // block
+    return jax.lax.fori_loop(0, blocks, one, jnp.zeros((chains, rows, spec.shape[-1]), spec.dtype))
 
 
 _at_draws = owner_jit(function_values_at_draws)
 
 
 def draw_monitor(target: CompiledModel, num: int) -> Any:
-    """The function a run's sink calls on each chunk's positions (:func:`function_values_at_draws`
-    on ``num`` held-out inputs), returning device arrays."""
-    return lambda positions: _at_draws(target, positions, num)
+    """The function a run's sink calls on each chunk's positions and number of draws made
+    (:func:`function_values_at_draws` on ``num`` held-out inputs), returning device arrays."""
+    return lambda positions, draws: _at_draws(target, positions, num, np.asarray(draws, np.int32))
 
 
 def parameter_summaries(positions: PyTree) -> np.ndarray:

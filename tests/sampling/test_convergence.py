@@ -20,7 +20,7 @@ import pytest
 import bdl
 from bdl.cli.main import main
 from bdl.model_files import load_spec
-from bdl.sampling import check_convergence
+from bdl.sampling import FixedChunks, check_convergence
 from bdl.sampling.storage import HEADER_KEY
 
 #: SGHMC settings under which the conjugate regression mixes (tests/test_validate.py)
@@ -118,15 +118,18 @@ def test_a_network_is_checked_on_its_predictions(network):
     assert verdict.quantities <= 256 and verdict.of == 2 * len(target.x_test)
 
 
-@pytest.mark.parametrize("thin, burn_in", [(1, 0), (3, 7)])
-def test_predictions_computed_during_the_run_give_the_verdict_of_the_draws(thin, burn_in):
+@pytest.mark.parametrize("thin, burn_in, chunk", [(1, 0, None), (3, 7, None), (3, 7, 10)])
+def test_predictions_computed_during_the_run_give_the_verdict_of_the_draws(thin, burn_in, chunk):
     """bdl.sample evaluates a network's predictions on each chunk's draws while they are on the
-    device; the verdict must be the one computed afterwards from the kept draws."""
+    device (chunk 10: a few draws per call in buffers of 256 rows); the verdict must be the one
+    computed afterwards from the kept draws."""
     target = load_spec("regression_1d").compile()
     kernel = bdl.kernels.get("sgld", step_size=1e-5)
+    loop = None if chunk is None else bdl.sampling.LoopOptions(chunks=FixedChunks(chunk))
     samples = bdl.sample(
-        target, kernel, num_steps=400, burn_in=burn_in, thin=thin, num_chains=3, seed=2
-    )
+        target, kernel, num_steps=400, burn_in=burn_in, thin=thin, num_chains=3, seed=2,
+        loop=loop,
+    )  # fmt: skip
     during, after = samples.convergence, check_convergence(samples, target)
     assert during.space == after.space == "function"
     assert (during.quantities, during.max_rhat_at, during.min_ess_bulk_at) == (

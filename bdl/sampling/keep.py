@@ -132,7 +132,8 @@ class Keep:
         # the convergence check's function-space values, computed on each chunk's draws while
         # they are still on the device (bdl.sampling.convergence.run_monitor): (num, function)
         self._monitor = monitor if table is not None else None
-        self._monitored: list[tuple[Any, int]] = []
+        self._monitored: list[np.ndarray] = []  # on the host, (chain, draw, k) per call
+        self._monitoring: tuple[Any, int] | None = None  # the last call's, still on the device
         self.run = run
         self.table = table
         self.stream = stream
@@ -165,8 +166,8 @@ class Keep:
         if not self.wants_host:
             return
         if self._monitor is not None:  # dispatched first: it runs while the draws are copied
-            values = self._monitor[1](buffers.collected["position"], draws)
-            self._monitored.append((values, draws))
+            self._take_monitored()  # the previous call's rows: only they stay, on the host
+            self._monitoring = (self._monitor[1](buffers.collected["position"], draws), draws)
         # the table copies its rows into place at once; the stream's pending parts wait
         records = Records.from_device(buffers, draws, copy=self.stream is not None)
         if self.table is not None:
@@ -180,11 +181,20 @@ class Keep:
         every draw in memory (no monitor, or a resumed run's earlier draws)."""
         if self._monitor is None or self.table is None:
             return None
-        if sum(n for _, n in self._monitored) != self.table.size or not self._monitored:
+        self._take_monitored()
+        if not self._monitored or sum(v.shape[1] for v in self._monitored) != self.table.size:
             return None
-        values = np.concatenate([np.asarray(v)[:, :n] for v, n in self._monitored], axis=1)
+        values = np.concatenate(self._monitored, axis=1)
         made = self.table.is_sample[: self.table.size]
         return self._monitor[0], values if made.all() else values[:, made]
+
+    def _take_monitored(self) -> None:
+        """The last call's monitored rows copied to the host (a buffer's worth of rows per call
+        held on the device for a whole run would grow with its calls)."""
+        if self._monitoring is not None:
+            values, draws = self._monitoring
+            self._monitored.append(np.asarray(values)[:, :draws])
+            self._monitoring = None
 
     # ------------------------------------------------------------------ the stream
     def stream_due(self) -> bool:

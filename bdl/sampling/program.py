@@ -120,8 +120,8 @@ def _per_device(args: tuple, buffers: Records | None) -> tuple[Chains, Records |
     of chains only, with the chains in turn: each device runs the one-device program on its
     block of chains (:func:`bdl.sampling.dispatch.per_device`), so a run on any number of
     devices is bitwise the run on one (docs/scaling.md)."""
-    target, kernel, warmup, chains, chain_keys, first, lengths, shape, layout, *rest = args
-    run_key, adaptation = rest
+    (target, kernel, warmup, chains, chain_keys, first, lengths, shape, layout, run_key,
+     adaptation) = args  # fmt: skip
     one = dataclasses.replace(layout, mesh=None)  # the run's chains, each call on one device
     per_chain = (chains, chain_keys, None if buffers is None else buffers[:2])
     shared = (target, kernel, warmup, lengths, run_key, adaptation)

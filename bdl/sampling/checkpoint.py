@@ -37,8 +37,9 @@ from bdl.utils.files import atomic_path
 
 #: the layout written by this version of bdl; other formats are refused (format 1 carried each
 #: chain's epoch permutation in its minibatch stream, which later streams no longer hold; format
-#: 2's streams drew an epoch's order from other random numbers than format 3's)
-FORMAT = 3
+#: 2's streams drew an epoch's order from other random numbers than format 3's; format 4 adds a
+#: small model's control-variate anchor to the warm-up state)
+FORMAT = 4
 STATE = "state.npz"
 _HEADER = "__header__"
 
@@ -179,8 +180,9 @@ def read(directory: Path) -> Checkpoint:
     if header["format"] < FORMAT:
         raise ValueError(
             f"resume: {path} has checkpoint format {header['format']}, written by bdl "
-            f"{header.get('bdl_version', '?')}, whose minibatch streams this bdl does not draw "
-            "(its runs cannot be continued draw for draw). Start the run again without resume=."
+            f"{header.get('bdl_version', '?')}, whose state this bdl does not continue draw for "
+            "draw (an older minibatch stream or warm-up state). Start the run again without "
+            "resume=."
         )
     carry = [arrays[k] for k in sorted(arrays) if k.startswith("a")]
     evaluation = [arrays[k] for k in sorted(arrays) if k.startswith("e")]

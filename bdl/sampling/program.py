@@ -409,6 +409,8 @@ def _chain_step(
             h, temperature = k.hyper(t, temperature)
     batch, stream = target.next_batch(c.streams, t)
     grad_fn = partial(target.stochastic_energy_and_grad, batch=batch)
+    if warmup is not None:
+        grad_fn = warmup.gradient(c.warmup, grad_fn)
     state, info = k.step(jax.random.fold_in(ckey, t), c.states, grad_fn, h, temperature)
     if warming:
         state = warmup.stabilised(state, c.warmup)

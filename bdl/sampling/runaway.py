@@ -14,7 +14,8 @@ where it ended), the growth test all of them when there are at least
 at most :func:`heat_draws` draws, so that they cost at most :data:`COST_SHARE` of the run's own
 gradient work (each full-data gradient counts n/B minibatch gradients), and never fewer than
 :data:`MIN_HEAT_DRAWS` or more than :data:`MAX_HEAT_DRAWS`. They are computed :data:`CHUNK`
-draws per call of one compiled program (one per model).
+draws per call of one compiled program (one per model; a run with fewer tested draws calls it
+with the next power of two of them).
 """
 
 from __future__ import annotations
@@ -201,9 +202,12 @@ def _at_draws(
     }
     treedef = jax.tree.structure(positions)
     dots, energies = [], []
-    for start in range(0, len(rows), CHUNK):
-        part = rows[start : start + CHUNK]
-        part = part + [part[-1]] * (CHUNK - len(part))
+    # calls of CHUNK rows, or of the next power of two when there are fewer rows: padding a
+    # chain's 16 draws to 32 would double the check's full-data gradients
+    call = min(CHUNK, 1 << (len(rows) - 1).bit_length())
+    for start in range(0, len(rows), call):
+        part = rows[start : start + call]
+        part = part + [part[-1]] * (call - len(part))
         theta = [np.stack([np.asarray(a)[c, i] for c, i in part]) for a in leaves]
         means = [np.stack([centre[c][k] for c, _ in part]) for k in range(len(leaves))]
         dot, energy = _dots(target, jax.tree.unflatten(treedef, theta),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -26,6 +27,14 @@ from bdl.kernels.base import Info, Kernel
 from bdl.kernels.blocks import DenseMass, Elementwise, dense_mass
 from bdl.sampling.warmup import extremes as edges
 from bdl.sampling.warmup import guard as guards
+from bdl.sampling.warmup.anchor import (
+    PAYS,
+    Anchor,
+    anchor_at,
+    anchored,
+    hessian_correction,
+    moves,
+)
 from bdl.sampling.warmup.laplace import laplace_draw, mode_mass, newton_mode
 from bdl.sampling.warmup.mass import (
     Welford,
@@ -61,13 +70,15 @@ class AdaptationState(NamedTuple):
     """One chain's warm-up: its adapted values, the window's statistics of θ, the guard, the
     largest curvature λ_max measured since the mass last changed, and for a dense mass the
     extreme states of the window before the last new mass and of the one since
-    (:mod:`.extremes`); the final step is set from the last two (:meth:`WarmUp.update`)."""
+    (:mod:`.extremes`); the final step is set from the last two (:meth:`WarmUp.update`). For a
+    small model with minibatches, the control-variate anchor at the mode (:mod:`.anchor`)."""
 
     params: AdaptParams
     stats: Welford
     guard: guards.Guard
     peak: jax.Array
     extremes: tuple[edges.Extremes, edges.Extremes] | None = None
+    anchor: Anchor | None = None
 
 
 def needs_adaptation(kernel: Kernel) -> bool:
@@ -123,6 +134,11 @@ def _recipe_grad(target: Target, kernel: Kernel, key: jax.Array) -> Callable[[Py
     return jax.grad(_recipe_energy(target, kernel, key))
 
 
+def _correction(grad_fn: Callable[[PyTree], PyTree], anchor: Anchor | None) -> Any:
+    """The anchor's control variate for minibatch Hessian-vector products, if any."""
+    return None if anchor is None else hessian_correction(grad_fn, anchor)
+
+
 class WarmUp(eqx.Module):
     """Warm-up adaptation of ``kernel`` (built without a step size, bound to the target): pure
     per-chain functions that the sampling loop runs inside its programs (module docstring)."""
@@ -145,17 +161,18 @@ class WarmUp(eqx.Module):
         k_batch, k_power = jax.random.split(key)
         grad_fn = _recipe_grad(target, kernel, k_batch)
         temperature = target.temperature(jnp.zeros((), jnp.int32))
-        mass = None
+        mass = anchor = None
         if adapts_mass(kernel):
             if is_dense:
-                state, theta, mass = self._laplace_start(target, state, temperature, key)
+                state, theta, mass, anchor = self._laplace_start(target, state, temperature, key)
                 inner = kernel.recipe_state(state)
             else:
                 mass = hessian_diagonal_mass(grad_fn, theta, jax.random.fold_in(key, 3))
             moving = mass
         else:
             moving = history_mass(kernel, inner, grad_fn(theta))
-        curvature = largest_curvature(grad_fn, theta, moving, k_power)
+        correction = _correction(grad_fn, anchor)
+        curvature = largest_curvature(grad_fn, theta, moving, k_power, correction)
         floor = friction_floor(kernel, theta, temperature)
         second = momentum_kernel(kernel)
         params = params_at(curvature, mass, second, jnp.ones_like(curvature), floor)
@@ -164,15 +181,25 @@ class WarmUp(eqx.Module):
         guard = guards.start_guard(state, noise)
         extremes = (edges.empty(theta), edges.empty(theta)) if is_dense else None
         stats = empty_stats(theta, is_dense)
-        return state, AdaptationState(params, stats, guard, curvature, extremes)
+        return state, AdaptationState(params, stats, guard, curvature, extremes, anchor)
+
+    def anchors(self, target: Target) -> bool:
+        """Whether a dense model's chains get a control-variate anchor (:mod:`.anchor`): the
+        target has minibatches smaller than its data and the kernel moves the model's own
+        position (its recipe energy is the target's, not an augmentation of it)."""
+        batch = getattr(target, "batch_size", None)
+        energy = target.energy
+        plain = self.kernel.augment_energy(energy) is energy
+        return plain and batch is not None and batch < target.n
 
     def _laplace_start(
         self, target: Target, state: Any, temperature: jax.Array, key: jax.Array
-    ) -> tuple[Any, PyTree, DenseMass]:
+    ) -> tuple[Any, PyTree, DenseMass, Anchor | None]:
         """A dense model's start (:mod:`.laplace`): where Newton's method converges from the
         chain's start (whether or not the energy is convex there), a draw of the Laplace
         approximation at the mode, with M = H(θ̂); else the start itself, with M from the
-        minibatch Hessian there (:func:`hessian_mass`)."""
+        minibatch Hessian there (:func:`hessian_mass`). With minibatches, the anchor at the
+        mode (:meth:`anchors`)."""
         kernel = self.kernel
         inner = kernel.recipe_state(state)
         theta = inner.z["theta"]
@@ -184,7 +211,20 @@ class WarmUp(eqx.Module):
         grad_fn = _recipe_grad(target, kernel, jax.random.split(key)[0])
         start = hessian_mass(grad_fn, theta)
         mass = DenseMass(jnp.where(mode.converged, mode_mass(mode).root, start.root))
-        return state, theta, mass
+        anchor = None
+        if self.anchors(target):
+            unravel = ravel_pytree(theta)[1]
+            anchor = anchor_at(
+                target.energy_and_grad, unravel(mode.position), mode.hessian, mode.converged
+            )
+        return state, theta, mass, anchor
+
+    def gradient(self, adaptation: AdaptationState, minibatch: Any) -> Any:
+        """The minibatch estimate a chain steps with: ``minibatch`` (θ ↦ (Ũ, ∇Ũ) on this step's
+        minibatch), re-centred on the chain's anchor where it has one (:mod:`.anchor`)."""
+        if adaptation.anchor is None:
+            return minibatch
+        return anchored(minibatch, adaptation.anchor)
 
     # ------------------------------------------------------------------ step
     def hyper(self, adaptation: AdaptationState, temperature: jax.Array) -> tuple[Any, Any]:
@@ -240,7 +280,7 @@ class WarmUp(eqx.Module):
             seen = (extremes[0], edges.record(extremes[1], moved))
             extremes = where(verdict.taken, seen, extremes)
         failed = params.backoff < FAILED_BACKOFF  # nothing is finite at any step size
-        state_out = AdaptationState(params, stats, guard, adaptation.peak, extremes)
+        state_out = adaptation._replace(params=params, stats=stats, guard=guard, extremes=extremes)
         return state, state_out, failed
 
     # ------------------------------------------------------------------ update
@@ -281,7 +321,8 @@ class WarmUp(eqx.Module):
         k_batch, k_power = jax.random.split(key)
         grad_fn = _recipe_grad(target, kernel, k_batch)
         moving = mass if mass is not None else history_mass(kernel, inner, grad_fn(theta))
-        curvature = largest_curvature(grad_fn, theta, moving, k_power)
+        correction = _correction(grad_fn, adaptation.anchor)
+        curvature = largest_curvature(grad_fn, theta, moving, k_power, correction)
         peak = jnp.where(point.new_mass, curvature, jnp.maximum(adaptation.peak, curvature))
         # the final window's step is also stable at the stiffest state it saw: the frozen
         # kernel must not diverge wherever the chain goes next, not only where it was measured
@@ -293,7 +334,7 @@ class WarmUp(eqx.Module):
 
             def at_edges() -> jax.Array:
                 def curvature_at(x: PyTree) -> jax.Array:
-                    return largest_curvature(grad_fn, x, moving, k_edge)
+                    return largest_curvature(grad_fn, x, moving, k_edge, correction)
 
                 return edges.stiffest(curvature_at, extremes, unravel)
 
@@ -306,20 +347,39 @@ class WarmUp(eqx.Module):
         backoff = jnp.minimum(1.0, 2.0 * params.backoff)
         floor = friction_floor(kernel, theta, temperature)
         k_noise = jax.random.fold_in(key, 2)
-        noise = jax.lax.cond(
-            point.final,
-            lambda: self._noise(target, theta, moving, k_noise),
-            lambda: jnp.zeros((), curvature.dtype),
-        )
         second = momentum_kernel(kernel)
-        params = params_at(
-            curvature, mass, second, backoff, floor, noise, temperature, stiffest
-        )
+        anchor = adaptation.anchor
+
+        def params_for(noise: jax.Array) -> AdaptParams:
+            return params_at(
+                curvature, mass, second, backoff, floor, noise, temperature, stiffest
+            )
+
+        if anchor is None:
+            noise = jax.lax.cond(
+                point.final,
+                lambda: self._noise(target, theta, moving, k_noise),
+                lambda: jnp.zeros((), curvature.dtype),
+            )
+            params = params_for(noise)
+        else:  # both estimates' noise on the same minibatches; the anchor is kept if it pays
+            noise, noise_anchored = jax.lax.cond(
+                point.final,
+                lambda: self._noise_pair(target, theta, moving, k_noise, anchor),
+                lambda: (jnp.zeros((), curvature.dtype),) * 2,
+            )
+            plain, centred = params_for(noise), params_for(noise_anchored)
+            pays = moves(centred.step_size, centred.friction, second) >= PAYS * moves(
+                plain.step_size, plain.friction, second
+            )
+            on = jnp.where(point.final, anchor.usable & pays, anchor.on)
+            params = jax.tree.map(lambda a, b: jnp.where(on, a, b), centred, plain)
+            anchor = anchor._replace(on=on)
         state = self._readapted(state, params)
         stats = jax.lax.cond(
             point.window_end, lambda: empty_stats(theta, is_dense), lambda: stats
         )
-        return state, AdaptationState(params, stats, adaptation.guard, peak, extremes)
+        return state, AdaptationState(params, stats, adaptation.guard, peak, extremes, anchor)
 
     # ------------------------------------------------------------------ final
     def final(self, adaptation: AdaptationState) -> dict[str, Any]:
@@ -330,6 +390,8 @@ class WarmUp(eqx.Module):
         adapted = {"step_size": np.asarray(params.step_size)}
         if momentum_kernel(self.kernel):
             adapted["friction"] = np.asarray(params.friction)
+        if adaptation.anchor is not None:
+            adapted["control_variate"] = np.asarray(jax.device_get(adaptation.anchor.on))
         if isinstance(params.mass, DenseMass):
             root = np.asarray(params.mass.root)
             adapted["inverse_mass"] = root @ np.swapaxes(root, -1, -2)
@@ -350,6 +412,22 @@ class WarmUp(eqx.Module):
         keys = jax.random.split(key, NOISE_BATCHES)
         grads = jax.vmap(lambda k: _recipe_grad(target, self.kernel, k)(theta))(keys)
         return gradient_noise(grads, mass)
+
+    def _noise_pair(
+        self, target: Target, theta: PyTree, mass: Any, key: jax.Array, anchor: Anchor
+    ) -> tuple[jax.Array, jax.Array]:
+        """V of the plain and of the anchored minibatch gradient on the same independent
+        minibatches at θ."""
+        keys = jax.random.split(key, NOISE_BATCHES)
+        on = anchor._replace(on=jnp.ones((), bool))
+
+        def both(k: jax.Array) -> tuple[PyTree, PyTree]:
+            batch, _ = target.next_batch(target.init_batches(k), jnp.zeros((), jnp.int32))
+            minibatch = partial(target.stochastic_energy_and_grad, batch=batch)
+            return minibatch(theta)[1], anchored(minibatch, on)(theta)[1]
+
+        plain, centred = jax.vmap(both)(keys)
+        return gradient_noise(plain, mass), gradient_noise(centred, mass)
 
     def _energy_noise(self, target: Target, theta: PyTree, key: jax.Array) -> jax.Array:
         """s_Ũ of :class:`.guard.Guard`: the standard deviation of the minibatch energy across

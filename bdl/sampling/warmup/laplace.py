@@ -41,12 +41,13 @@ CONVEX = 1e-6
 
 
 class Mode(NamedTuple):
-    """Newton's result: the mode θ̂ (flattened), a square root S of H(θ̂)⁻¹ (S·Sᵀ = H⁻¹) and
-    whether it converged (else θ̂ and S are not to be used)."""
+    """Newton's result: the mode θ̂ (flattened), a square root S of H(θ̂)⁻¹ (S·Sᵀ = H⁻¹),
+    whether it converged (else θ̂ and S are not to be used) and H(θ̂) itself."""
 
     position: jax.Array
     root: jax.Array
     converged: jax.Array
+    hessian: jax.Array
 
 
 def _inverse_root(hessian: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -95,7 +96,7 @@ def newton_mode(
     decrement = 0.5 * jnp.sum(jnp.square(root.T @ g))  # gᵀH⁻¹g/2 with H⁻¹ = S·Sᵀ
     tolerance = DECREMENT * flat.size * jnp.maximum(temperature, 1e-6)
     converged = convex & jnp.isfinite(decrement) & (decrement < tolerance)
-    return Mode(x, root, converged)
+    return Mode(x, root, converged, h)
 
 
 def laplace_draw(mode: Mode, like: PyTree, temperature: jax.Array, key: jax.Array) -> PyTree:

@@ -63,16 +63,23 @@ class AdaptParams(NamedTuple):
 
 
 def largest_curvature(
-    grad_fn: Callable[[PyTree], PyTree], theta: PyTree, mass: Block | None, key: jax.Array
+    grad_fn: Callable[[PyTree], PyTree],
+    theta: PyTree,
+    mass: Block | None,
+    key: jax.Array,
+    correction: Callable[[PyTree], PyTree] | None = None,
 ) -> jax.Array:
     """λ_max of Sᵀ H S, S a square root of M⁻¹ (the preconditioned Hessian), by power iteration
     on Hessian-vector products of ``grad_fn`` at θ (|λ| of the dominant eigenvalue: at a saddle
-    the energy is not convex)."""
+    the energy is not convex), each plus ``correction(u)`` if given (a control variate,
+    :func:`.anchor.hessian_correction`)."""
     root = None if mass is None else mass.power(-0.5)
 
     def hvp(v: PyTree) -> PyTree:
         u = v if root is None else root.times(v)
         hu = jax.jvp(grad_fn, (theta,), (u,))[1]
+        if correction is not None:
+            hu = jax.tree.map(jnp.add, hu, correction(u))
         return hu if root is None else root.transpose().times(hu)
 
     def normalised(v: PyTree) -> PyTree:

@@ -345,3 +345,16 @@ def test_options_read_true_and_false_as_booleans():
 
     parsed = parse_options(["centred=true", "raw=False", "depth=3", "name=mlp"], "--option")
     assert parsed == {"centred": True, "raw": False, "depth": 3, "name": "mlp"}
+
+
+def test_the_adapted_line_says_which_chains_re_centred_their_gradients():
+    from bdl.cli.sample_cmd import adapted_line
+
+    adapted = {
+        "step_size": np.array([0.1, 0.2, 0.3]),
+        "friction": np.array([1.0, 1.0, 2.0]),
+        "control_variate": np.array([True, False, True]),
+    }
+    line = adapted_line(adapted)
+    assert line.startswith("step_size 0.1 0.2 0.3; friction 1 1 2")
+    assert line.endswith("gradients re-centred on the mode in 2 of 3 chains")

@@ -481,4 +481,7 @@ def adapted_line(adapted: dict) -> str:
     if "mass" in adapted:
         m = np.concatenate([np.ravel(x) for x in jax.tree.leaves(adapted["mass"])])
         parts.append(f"mass from {m.min():.3g} to {m.max():.3g}")
+    if "control_variate" in adapted:
+        on = np.asarray(adapted["control_variate"], bool)
+        parts.append(f"gradients re-centred on the mode in {int(on.sum())} of {on.size} chains")
     return "; ".join(parts)

@@ -363,18 +363,23 @@ class WarmUp(eqx.Module):
             )
             params = params_for(noise)
         else:  # both estimates' noise on the same minibatches; the anchor is kept if it pays
-            noise, noise_anchored = jax.lax.cond(
+            measured = jax.lax.cond(
                 point.final,
-                lambda: self._noise_pair(target, theta, moving, k_noise, anchor),
-                lambda: (jnp.zeros((), curvature.dtype),) * 2,
+                lambda: jnp.stack(self._noise_pair(target, theta, moving, k_noise, anchor)),
+                lambda: jnp.zeros((2,), curvature.dtype),
             )
-            plain, centred = params_for(noise), params_for(noise_anchored)
+            # the anchored estimate's noise grows with the distance from θ̂ (60-fold over a
+            # mixture's posterior), so the rules read its mean over the final window's states
+            noise = jnp.where(point.new_mass, 0.0, anchor.noise) + measured
+            points = jnp.where(point.new_mass, 0, anchor.points) + point.final
+            mean = noise / jnp.maximum(points, 1).astype(noise.dtype)
+            plain, centred = params_for(mean[0]), params_for(mean[1])
             pays = moves(centred.step_size, centred.friction, second) >= PAYS * moves(
                 plain.step_size, plain.friction, second
             )
             on = jnp.where(point.final, anchor.usable & pays, anchor.on)
             params = jax.tree.map(lambda a, b: jnp.where(on, a, b), centred, plain)
-            anchor = anchor._replace(on=on)
+            anchor = anchor._replace(on=on, noise=noise, points=points)
         state = self._readapted(state, params)
         stats = jax.lax.cond(
             point.window_end, lambda: empty_stats(theta, is_dense), lambda: stats

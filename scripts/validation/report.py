@@ -154,7 +154,8 @@ def _table(
         lines.append("| " + " | ".join(cells) + " |")
     if key == "rows":
         nuts_cells = {r["name"]: r for e in case["kernels"] for r in e.get("rows", [])}
-        refs = [nuts_cells[c["name"]].get("reference") for c in columns]
+        # a case whose every run failed before the comparison has no rows to take them from
+        refs = [nuts_cells.get(c["name"], {}).get("reference") for c in columns]
         if any(v is not None for v in refs):
             cells = ["NUTS", "reference", "—"] + [_num(v) if v is not None else "" for v in refs]
             if literature:

@@ -59,7 +59,7 @@ from bdl.sampling.warmup.step_size import (
     largest_curvature,
     params_at,
 )
-from bdl.utils.trees import tree_size
+from bdl.utils.trees import tree_size, tree_where
 
 PyTree = Any
 #: a chain whose step size was halved this often failed at every step size
@@ -123,10 +123,16 @@ def frozen(kernel: Kernel, adapted: dict[str, Any], chain: int = 0) -> Kernel:
     return with_adapted(kernel, params)
 
 
+def _random_minibatch(target: Target, key: jax.Array) -> Callable[[PyTree], Any]:
+    """θ ↦ (Ũ(θ; S), ∇Ũ(θ; S)) on a fresh random minibatch S over the model's position."""
+    batch, _ = target.next_batch(target.init_batches(key), jnp.zeros((), jnp.int32))
+    return partial(target.stochastic_energy_and_grad, batch=batch)
+
+
 def _recipe_energy(target: Target, kernel: Kernel, key: jax.Array) -> Callable[[PyTree], Any]:
     """The minibatch energy over the recipe's θ group, on a fresh random minibatch."""
-    batch, _ = target.next_batch(target.init_batches(key), jnp.zeros((), jnp.int32))
-    return kernel.augment_energy(lambda theta: target.stochastic_energy_and_grad(theta, batch)[0])
+    minibatch = _random_minibatch(target, key)
+    return kernel.augment_energy(lambda theta: minibatch(theta)[0])
 
 
 def _recipe_grad(target: Target, kernel: Kernel, key: jax.Array) -> Callable[[PyTree], PyTree]:
@@ -378,7 +384,7 @@ class WarmUp(eqx.Module):
                 plain.step_size, plain.friction, second
             )
             on = jnp.where(point.final, anchor.usable & pays, anchor.on)
-            params = jax.tree.map(lambda a, b: jnp.where(on, a, b), centred, plain)
+            params = tree_where(on, centred, plain)
             anchor = anchor._replace(on=on, noise=noise, points=points)
         state = self._readapted(state, params)
         stats = jax.lax.cond(
@@ -424,12 +430,12 @@ class WarmUp(eqx.Module):
         """V of the plain and of the anchored minibatch gradient on the same independent
         minibatches at θ."""
         keys = jax.random.split(key, NOISE_BATCHES)
-        on = anchor._replace(on=jnp.ones((), bool))
 
         def both(k: jax.Array) -> tuple[PyTree, PyTree]:
-            batch, _ = target.next_batch(target.init_batches(k), jnp.zeros((), jnp.int32))
-            minibatch = partial(target.stochastic_energy_and_grad, batch=batch)
-            return minibatch(theta)[1], anchored(minibatch, on)(theta)[1]
+            minibatch = _random_minibatch(target, k)
+            grad, grad_hat = minibatch(theta)[1], minibatch(anchor.position)[1]
+            centred = jax.tree.map(lambda g, g0, full: g - g0 + full, grad, grad_hat, anchor.grad)
+            return grad, centred
 
         plain, centred = jax.vmap(both)(keys)
         return gradient_noise(plain, mass), gradient_noise(centred, mass)

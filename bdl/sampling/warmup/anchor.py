@@ -44,6 +44,8 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from bdl.sampling.carry import all_finite
+
 PyTree = Any
 EnergyAndGrad = Callable[[PyTree], tuple[jax.Array, PyTree]]
 
@@ -74,10 +76,7 @@ def anchor_at(
     """The anchor at ``position`` (the mode, where the full-data Hessian is ``hessian``),
     switched on where Newton's method ``converged`` and U and ∇U are finite there."""
     energy, grad = energy_and_grad(position)
-    finite = jnp.isfinite(energy) & jnp.all(
-        jnp.stack([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grad)])
-    )
-    usable = jnp.asarray(converged) & finite
+    usable = jnp.asarray(converged) & all_finite((energy, grad))
     noise = jnp.zeros((2,), energy.dtype)
     return Anchor(position, energy, grad, hessian, usable, usable, noise, jnp.zeros((), jnp.int32))
 

@@ -3,8 +3,9 @@ set as they are made, written to a directory part by part.
 
 ``bdl.sample``'s ``keep_draws``, ``evaluate`` and ``stream_to`` build a :class:`Keep`
 (:func:`settings` checks them before anything compiles). The loop hands it each call's buffers
-(:meth:`Keep.add`): the running evaluation scores them on the device, and the draws are copied
-to the host once, only when something there wants them (:class:`bdl.sampling.draws.DrawTable`
+(:meth:`Keep.add`) and, once it has launched the next call, has them taken
+(:meth:`Keep.settle`): the running evaluation scores them on the device, and the draws are
+copied to the host once, only when something there wants them (:class:`bdl.sampling.draws.DrawTable`
 in memory, the stream's pending part). The checkpoint asks it for what it must store
 (:meth:`Keep.checkpoint_header`, :meth:`Keep.new_part`, :meth:`Keep.evaluation_arrays`).
 """
@@ -138,6 +139,7 @@ class Keep:
         self.table = table
         self.stream = stream
         self._pending: list[Records] = []
+        self._added: tuple[Records, int, Chains] | None = None  # a call's, not yet taken
         self._shapes = shapes
         self.accumulator = chosen.accumulator
         self.bma = None if self.accumulator is None else self.accumulator.init()
@@ -150,7 +152,24 @@ class Keep:
 
     # ------------------------------------------------------------------ a call's draws
     def add(self, buffers: Records, draws: int, chains: Chains) -> None:
-        """Take a call's buffers (``draws`` rows made) and the chains after it."""
+        """Hand over a call's buffers (``draws`` rows made) and the chains after it, to be
+        taken by the next :meth:`settle` (the loop's next call must not write into them
+        before). A call's draws not yet taken are taken first."""
+        self.settle()
+        self._added = (buffers, draws, chains)
+
+    def settle(self) -> Records | None:
+        """Take the draws of the last :meth:`add` (score them, copy them to the host); returns
+        their buffers, free for a call to write into again (``None``: nothing was added)."""
+        if self._added is None:
+            return None
+        buffers, draws, chains = self._added
+        self._take(buffers, draws, chains)
+        self._added = None
+        return buffers
+
+    def _take(self, buffers: Records, draws: int, chains: Chains) -> None:
+        """Score a call's buffers (``draws`` rows made) and copy them where they are kept."""
         if self.accumulator is not None:  # scored on the device: the draws need not leave it
             collected, mask, steps = buffers.collected, buffers.is_sample, buffers.steps
             status = chains.status
@@ -181,6 +200,7 @@ class Keep:
         every draw in memory (no monitor, or a resumed run's earlier draws)."""
         if self._monitor is None or self.table is None:
             return None
+        self.settle()
         self._take_monitored()
         if not self._monitored or sum(v.shape[1] for v in self._monitored) != self.table.size:
             return None
@@ -198,13 +218,16 @@ class Keep:
 
     # ------------------------------------------------------------------ the stream
     def stream_due(self) -> bool:
+        """Whether the stream's pending draws (those taken) fill a part or are overdue."""
         if self.stream is None or not self._pending:
             return False
         size = sum(np.asarray(a).nbytes for r in self._pending for a in jax.tree.leaves(r))
         return size >= stream_io.PART_BYTES or self.stream.overdue()
 
     def flush(self, t: int, chains: Chains, interrupted: bool = False) -> None:
-        """Write the stream's pending draws as a part, then its index (the run's fields)."""
+        """Take the last call's draws, then write the stream's pending draws as a part and
+        its index (the run's fields)."""
+        self.settle()
         if self.stream is None:
             return
         index = self.run.samples(None, t, interrupted, chains)
@@ -224,6 +247,7 @@ class Keep:
 
     def new_part(self) -> list[np.ndarray] | None:
         """The draws made since the last checkpoint, as a part's arrays (``None``: none)."""
+        self.settle()
         if self.table is None or self.table.size == self.checkpointed:
             return None
         part = self.table.records(self.checkpointed).as_rows()
@@ -231,6 +255,7 @@ class Keep:
         return checkpoint_io.host_leaves(part)
 
     def evaluation_arrays(self) -> list[np.ndarray] | None:
+        self.settle()
         if self.accumulator is None:
             return None
         return [*checkpoint_io.host_leaves(self.bma), self._curve_array()]
@@ -249,6 +274,7 @@ class Keep:
     def result(self, t: int, chains: Chains, interrupted: bool) -> Samples:
         """The run's :class:`Samples` (the stream's index gets its last version, with the
         final status and evaluation)."""
+        self.settle()
         evaluation = None
         if self.accumulator is not None:
             healthy = ~chains.status.diverged

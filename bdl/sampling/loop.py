@@ -7,6 +7,12 @@ There is no Python loop over steps: each iteration here is one call of one progr
 take longer than a call. After each call the loop locates any new divergence
 (:mod:`bdl.sampling.divergence`), hands complete draws to what the run keeps
 (:class:`bdl.sampling.keep.Keep`), and writes the stream and the checkpoint when they are due.
+
+The draw buffers are double: a call writes its draws into one set while the host copies the
+previous call's out of the other. Keep takes a call's draws only once the next call has been
+launched (:meth:`bdl.sampling.keep.Keep.settle`), so on a device that runs asynchronously the
+copy overlaps that call's steps rather than leaving the device idle; it is taken at once before
+anything reads the kept draws (the stream, the checkpoint, the result).
 The loop's progress is one value (:class:`LoopState`) replaced in one assignment, so an
 interruption never sees the chains, the step and the draws out of step. Ctrl-C and SIGTERM stop
 the loop between calls; what was collected is written and returned.
@@ -22,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 
 from bdl.sampling.carry import Chains
 from bdl.sampling.checkpointing import Checkpointer
@@ -36,12 +43,14 @@ from bdl.utils import compile_events
 
 
 class LoopState(NamedTuple):
-    """The loop's state: the chains after ``t`` steps and the draw buffers (donated from call to
-    call)."""
+    """The loop's state: the chains after ``t`` steps, the draw buffers the next call writes
+    into (donated from call to call) and the other set (``spare``: the one whose draws the host
+    may still be copying; ``None``, made when first needed)."""
 
     chains: Chains
     buffers: Records
     t: int
+    spare: Records | None = None
 
 
 class Plan(NamedTuple):
@@ -117,7 +126,7 @@ def _advance(
         # a call that adapted is not timed: its time is not its steps'
         adapted = point is not None
         policy.record(n, time.perf_counter() - started, compiled(events) or adapted)
-        return LoopState(chains, buffers, t + n)
+        return now._replace(chains=chains, t=t + n)
     if t < plan.burn_in:
         draws, steps = 1, min(budget, plan.burn_in - t)
         complete = False
@@ -129,13 +138,25 @@ def _advance(
         else:
             draws, steps = 1, min(budget, to_boundary)
         complete = steps == to_boundary
-    chains, buffers = programs.sample(now.chains, buffers, t, draws, steps, steps == plan.thin)
+    chains, filled = programs.sample(now.chains, buffers, t, draws, steps, steps == plan.thin)
+    spare = keep.settle() or now.spare  # the last call's draws, copied while this call runs
     chains = located(programs, now.chains, chains, steps)
-    if complete:
-        keep.add(buffers, draws, chains)
+    if complete:  # its draws wait for the next call's launch; that call writes into the spare
+        keep.add(filled, draws, chains)
+        filled, spare = spare if spare is not None else _like(filled), filled
     jax.block_until_ready(chains)
     policy.record(draws * steps, time.perf_counter() - started, compiled(events))
-    return LoopState(chains, buffers, t + draws * steps)
+    return LoopState(chains, filled, t + draws * steps, spare)
+
+
+def _like(buffers: Records) -> Records:
+    """A second set of draw buffers shaped and placed like ``buffers`` (committed to their
+    devices only where they are: the programs' cache tells the two apart)."""
+
+    def like(b: jax.Array) -> jax.Array:
+        return jax.device_put(np.zeros(b.shape, b.dtype), b.sharding if b.committed else None)
+
+    return jax.tree.map(like, buffers)
 
 
 def compiled(events: int) -> bool:

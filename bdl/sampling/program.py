@@ -3,7 +3,11 @@
 One call runs the chains from step ``t0`` in :func:`bdl.sampling.chain.run_chain` and records
 each draw's state in a buffer of ``buffer_size`` rows. ``t0``, ``num_draws`` and
 ``steps_per_draw`` are traced, so burn-in and sampling chunks of any length share one
-compilation; ``buffer_size`` fixes the output's shape. With a layout, each device runs it for its
+compilation; ``buffer_size`` fixes the output's shape. Where loops run in blocks (an
+accelerator), the sampling program also holds a second segment, ``whole_draws`` draws of the
+run's ``thin`` steps each in loops of static length, run after the first: a chunk of whole draws
+uses it and a burn-in or part-draw chunk the first, so a run with a fixed step compiles one
+chunk program either way. With a layout, each device runs it for its
 own block of chains (and its share of every minibatch): under ``shard_map``, or, with the chains
 in turn on a mesh of chains only, as the one-device program called per device
 (:mod:`bdl.sampling.dispatch`). A chunk runs in one of three phases:
@@ -57,30 +61,37 @@ class Phase(enum.Enum):
 
 class Shape(NamedTuple):
     """What a program is compiled for beyond its arguments' shapes: the phase, the buffer's
-    rows, whether convolutions are rewritten for XLA:CPU, whether chains run in turn, and the
-    steps per block of a loop of traced length."""
+    rows, whether convolutions are rewritten for XLA:CPU, whether chains run in turn, the
+    steps per block of a loop of traced length, and ``thin``: the static steps per draw of the
+    sampling program's second segment (``None``: no such segment; module docstring)."""
 
     phase: Phase
     buffer_size: int
     convolutions: bool = False
     chains_in_turn: bool = False
     block: int = 1
+    thin: int | None = None
 
 
 class Lengths(NamedTuple):
-    """A call's start step, draws and steps per draw: traced ``int32`` (NumPy's: a jitted
-    function takes them as they are, where a JAX array made from a Python int would compile a
-    conversion at a process's first call); on an accelerator a chunk of whole draws takes
-    ``thin`` as a static int (each draw's steps in a loop of static length)."""
+    """A call's start step, draws and steps per draw, then the draws of the static-``thin``
+    segment that follow them (module docstring): traced ``int32`` (NumPy's: a jitted function
+    takes them as they are, where a JAX array made from a Python int would compile a conversion
+    at a process's first call)."""
 
     t0: Any
     num_draws: Any
     steps_per_draw: Any
+    whole_draws: Any
 
     @classmethod
-    def of(cls, t0: int, num_draws: int, steps: int, static_steps: bool = False) -> Lengths:
-        per_draw = steps if static_steps else np.asarray(steps, np.int32)
-        return cls(np.asarray(t0, np.int32), np.asarray(num_draws, np.int32), per_draw)
+    def of(cls, t0: int, num_draws: int, steps: int, whole_draws: int = 0) -> Lengths:
+        return cls(*(np.asarray(n, np.int32) for n in (t0, num_draws, steps, whole_draws)))
+
+    def end(self, thin: int | None) -> Any:
+        """The step after the call's last (``thin``: the second segment's steps per draw)."""
+        end = self.t0 + self.num_draws * self.steps_per_draw
+        return end if thin is None else end + self.whole_draws * thin
 
 
 def warmup_key(key: jax.Array, t: Any) -> jax.Array:
@@ -206,7 +217,7 @@ def compiled_chunk(
         "adaptation": adaptation,
     }
     if adaptation is not None:
-        t_end = lengths.t0 + lengths.num_draws * lengths.steps_per_draw
+        t_end = lengths.end(None)
         keys = jax.random.split(warmup_key(run_key, t_end), layout.num_chains)
         per_chain["adapt_keys"] = jax.lax.dynamic_slice_in_dim(keys, first, chain_keys.shape[0])
     if buffers is not None:  # (chain, row, ...) buffers go with their chains
@@ -223,8 +234,10 @@ def compiled_chunk(
     return layout.per_chain(local, shared, per_chain, specs)
 
 
-def _write(buffers: Records, d: jax.Array, record: Records) -> Records:
-    """Draw d's record into the buffers: row d of every chain, and of the per-draw rows."""
+def _write(buffers: Records, d: jax.Array, record: Records, offset: Any = 0) -> Records:
+    """Draw d's record into the buffers: row ``offset + d`` of every chain, and of the per-draw
+    rows."""
+    d = d + offset
     at_chains = lambda b, v: b.at[:, d].set(v.astype(b.dtype))  # noqa: E731
     return Records(
         jax.tree.map(at_chains, buffers.collected, record.collected),
@@ -313,19 +326,24 @@ def _local_chunk(
     spans = (lengths.t0, lengths.num_draws, lengths.steps_per_draw)
     block = shape.block
     if phase is Phase.SAMPLE:
-        buffers = Records(*rows, *draw_rows)
-        end, out = run_chain(
-            per_step(recorded), start, *spans, record, shape.buffer_size,
+        sampled = partial(
+            run_chain, per_step(recorded), observe=record, buffer_size=shape.buffer_size,
             skip=per_step(bare), settle=per_draw(settle), block=block,
-            buffers=buffers, write=_write,
         )  # fmt: skip
+        end, out = sampled(start, *spans, buffers=Records(*rows, *draw_rows), write=_write)
+        if shape.thin is not None:  # then the whole draws, each in a loop of static length
+            first = lengths.end(None)
+            after = partial(_write, offset=lengths.num_draws)
+            end, out = sampled(
+                end, first, lengths.whole_draws, shape.thin, buffers=out, write=after
+            )
     else:  # nothing recorded: the loop carries no buffers
         end, out = run_chain(per_step(checked), start, *spans, None, 1, block=block)
     if single:
         end = jax.tree.map(lambda x: x[None], end)
     if phase is Phase.WARMUP:
         adapt, point = adaptation
-        t_end = lengths.t0 + lengths.num_draws * lengths.steps_per_draw
+        t_end = lengths.end(None)
         end = jax.lax.cond(
             adapt,
             lambda c: _updated(target, warmup, c, adapt_keys, point, t_end),
@@ -431,10 +449,18 @@ class Programs(NamedTuple):
     convolutions: bool = False
     chains_in_turn: bool = False
     block: int = 1
+    thin: int = 1
+
+    @property
+    def static_thin(self) -> int | None:
+        """The sampling program's static steps per draw: the run's ``thin`` where loops run
+        in blocks (module docstring), else ``None``."""
+        return self.thin if self.block > 1 else None
 
     def _shape(self, phase: Phase) -> Shape:
         rows = self.buffer_size if phase is not Phase.WARMUP else 1
-        return Shape(phase, rows, self.convolutions, self.chains_in_turn, self.block)
+        thin = self.static_thin if phase is Phase.SAMPLE else None
+        return Shape(phase, rows, self.convolutions, self.chains_in_turn, self.block, thin)
 
     def _run(
         self,
@@ -460,10 +486,12 @@ class Programs(NamedTuple):
     ) -> tuple[Chains, Records]:
         """``draws`` draws of ``steps`` steps each from step ``t0`` into ``buffers`` (donated;
         burn-in: one draw of all its steps, its record unused). Chunks of ``whole_draws``
-        (``steps`` is ``thin``) run each draw in a loop of static length where the loop runs in
-        blocks (an accelerator)."""
-        static = self.block > 1 and whole_draws
-        lengths = Lengths.of(t0, draws, steps, static)
+        (``steps`` is ``thin``) run each draw in a loop of static length where loops run in
+        blocks (an accelerator): the same program's second segment."""
+        if whole_draws and self.static_thin is not None:
+            lengths = Lengths.of(t0, 0, steps, draws)
+        else:
+            lengths = Lengths.of(t0, draws, steps)
         return self._run(chains, lengths, Phase.SAMPLE, buffers=buffers)
 
     def warm(self, chains: Chains, t0: int, steps: int, point: Point | None) -> Chains:

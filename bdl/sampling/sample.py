@@ -223,7 +223,7 @@ def sample(
     buffers = _placed(draw_buffers.zeros(shapes), layout)
     programs = Programs(
         target, bound, warmup, chain_keys, layout, key, rows,
-        options.convolutions, options.chains_in_turn and num_chains > 1, options.block,
+        options.convolutions, options.chains_in_turn and num_chains > 1, options.block, thin,
     )  # fmt: skip
     run = draw_buffers.RunFields(bound, meta, warmup, shapes)
     table = draw_buffers.DrawTable(shapes, num_draws) if kept.keep_draws else None

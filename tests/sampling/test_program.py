@@ -83,22 +83,30 @@ def _fresh_target():
     return bdl.compile(model, (x, y), batch_size=10)
 
 
+@pytest.mark.parametrize("block", [1, 4], ids=["cpu-loop", "blocked-loop"])
 @pytest.mark.parametrize(("name", "programs"), [("fixed", 2), ("adapted", 3)])
-def test_a_run_compiles_two_programs_or_three_when_adapted(name, programs):
+def test_a_run_compiles_two_programs_or_three_when_adapted(name, programs, block):
     """The start and the chunk for a kernel with a step size; the start (with warm-up's first
     values), the warm-up chunk (adapting at its points) and the sampling chunk when adapted.
-    Policies of 37 steps cut the run into many calls of every kind. The checks after the run
-    compile their own program (the run-away check's; this model is checked in parameter space,
-    so no network predictions), once per target."""
+    Policies of 37 steps cut the run into many calls of every kind: burn-in, parts of a draw
+    (thin 40 > 37) and, with thin 8, whole draws, which the accelerator's blocked loop
+    (``block=4``, run here on the CPU) runs in loops of static length inside the same sampling
+    program. The checks after the run compile their own program (the run-away check's; this
+    model is checked in parameter space, so no network predictions), once per target."""
     target = _fresh_target()
     kernel = bdl.kernels.get("sghmc", **({"step_size": 1e-2} if name == "fixed" else {}))
     counter = CompileCounter()
-    bdl.sample(
-        target, kernel, num_steps=1_200, burn_in=400, thin=8, num_chains=2, progress=False,
-        loop=LoopOptions(chunks=Counted(37)),
-    )  # fmt: skip
+    loop = LoopOptions(chunks=Counted(37), block=block)
+    for thin in (8, 40):
+        bdl.sample(
+            target, kernel, num_steps=400 + 20 * thin, burn_in=400, thin=thin, num_chains=2,
+            progress=False, loop=loop,
+        )  # fmt: skip
+        if block == 1:  # the CPU's program takes any thin; the accelerator's is per thin
+            break
     run = [name for name in counter.names if not any(check in name for check in CHECKS)]
-    assert len(run) == programs, counter.names
+    runs = 1 if block == 1 else 2  # the second (thin 40) recompiles only the sampling chunk
+    assert len(run) == programs + runs - 1, counter.names
     assert counter.count - len(run) == 1, counter.names
 
 

@@ -62,7 +62,14 @@ short ``bdl.sample`` calls compiled, and PASS/MISS against the target bdl ÷ Bla
 Per model and chain count, for the paths that keep draws: what keeping a draw costs,
 (bdl per step on the thin path − on the burn-in path) × thin, against the time to copy one draw
 of all chains' θ (C × d float32) off the device (``jax.device_get`` of a fresh device array,
-median of several); the target is "keeping a draw costs no more than copying it".
+median of several); the target is "keeping a draw costs no more than copying it". The
+difference also holds the checks every run ends with wherever they read more draws on the long
+path than on the short: the run-away check computes a full-data energy and gradient (n/B
+minibatch gradients each) at up to 16 kept draws per chain (none below 4), so paths that keep
+fewer than 16 draws on the short call (``wide`` on a CPU: 12 against 4 on thin 100; thin 1000
+everywhere: 10 against 2) charge those gradients to the kept draws. ``--long`` / ``--short``
+with at least 16 draws on both (e.g. ``--long 3200 --short 1600`` for ``wide`` on thin 100)
+leave the loop's own cost.
 
 Compilations (``jax.monitoring``, ``_common.CompileCounter``: XLA backend compilations) of one
 ``bdl.sample`` call in a fresh process (a subprocess, no persistent cache), on digits, 4 chains,

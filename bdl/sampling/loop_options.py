@@ -25,8 +25,8 @@ class LoopOptions:
         block: steps per block of every loop of traced length: 1 on the CPU, where such a loop
             runs in place, and 32 on an accelerator, where each iteration of such a loop waits
             for the host (:mod:`bdl.sampling.chain`). With a block above 1 a chunk of whole
-            draws runs each draw's ``thin`` steps in a loop of static length (a program per
-            run of its own).
+            draws runs each draw's ``thin`` steps in a loop of static length (a second
+            segment of the sampling program, compiled per ``thin``).
         chains_in_turn: run the chains one after another instead of under ``vmap`` (any
             model; a run of one chain has nothing to take turns); default for a network with
             convolutions on the CPU, whose ``vmap`` form (grouped convolutions) XLA:CPU runs

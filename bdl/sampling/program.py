@@ -88,10 +88,10 @@ class Lengths(NamedTuple):
     def of(cls, t0: int, num_draws: int, steps: int, whole_draws: int = 0) -> Lengths:
         return cls(*(np.asarray(n, np.int32) for n in (t0, num_draws, steps, whole_draws)))
 
-    def end(self, thin: int | None) -> Any:
-        """The step after the call's last (``thin``: the second segment's steps per draw)."""
-        end = self.t0 + self.num_draws * self.steps_per_draw
-        return end if thin is None else end + self.whole_draws * thin
+    @property
+    def first_end(self) -> Any:
+        """The step after the first segment's last (the call's last in every other phase)."""
+        return self.t0 + self.num_draws * self.steps_per_draw
 
 
 def warmup_key(key: jax.Array, t: Any) -> jax.Array:
@@ -217,7 +217,7 @@ def compiled_chunk(
         "adaptation": adaptation,
     }
     if adaptation is not None:
-        t_end = lengths.end(None)
+        t_end = lengths.first_end
         keys = jax.random.split(warmup_key(run_key, t_end), layout.num_chains)
         per_chain["adapt_keys"] = jax.lax.dynamic_slice_in_dim(keys, first, chain_keys.shape[0])
     if buffers is not None:  # (chain, row, ...) buffers go with their chains
@@ -332,18 +332,16 @@ def _local_chunk(
         )  # fmt: skip
         end, out = sampled(start, *spans, buffers=Records(*rows, *draw_rows), write=_write)
         if shape.thin is not None:  # then the whole draws, each in a loop of static length
-            first = lengths.end(None)
             after = partial(_write, offset=lengths.num_draws)
-            end, out = sampled(
-                end, first, lengths.whole_draws, shape.thin, buffers=out, write=after
-            )
+            spans = (lengths.first_end, lengths.whole_draws, shape.thin)
+            end, out = sampled(end, *spans, buffers=out, write=after)
     else:  # nothing recorded: the loop carries no buffers
         end, out = run_chain(per_step(checked), start, *spans, None, 1, block=block)
     if single:
         end = jax.tree.map(lambda x: x[None], end)
     if phase is Phase.WARMUP:
         adapt, point = adaptation
-        t_end = lengths.end(None)
+        t_end = lengths.first_end
         end = jax.lax.cond(
             adapt,
             lambda c: _updated(target, warmup, c, adapt_keys, point, t_end),
@@ -476,22 +474,15 @@ class Programs(NamedTuple):
         )  # fmt: skip
 
     def sample(
-        self,
-        chains: Chains,
-        buffers: Records,
-        t0: int,
-        draws: int,
-        steps: int,
+        self, chains: Chains, buffers: Records, t0: int, draws: int, steps: int,
         whole_draws: bool = False,
-    ) -> tuple[Chains, Records]:
+    ) -> tuple[Chains, Records]:  # fmt: skip
         """``draws`` draws of ``steps`` steps each from step ``t0`` into ``buffers`` (donated;
         burn-in: one draw of all its steps, its record unused). Chunks of ``whole_draws``
         (``steps`` is ``thin``) run each draw in a loop of static length where loops run in
         blocks (an accelerator): the same program's second segment."""
-        if whole_draws and self.static_thin is not None:
-            lengths = Lengths.of(t0, 0, steps, draws)
-        else:
-            lengths = Lengths.of(t0, draws, steps)
+        static = whole_draws and self.static_thin is not None
+        lengths = Lengths.of(t0, 0, steps, draws) if static else Lengths.of(t0, draws, steps)
         return self._run(chains, lengths, Phase.SAMPLE, buffers=buffers)
 
     def warm(self, chains: Chains, t0: int, steps: int, point: Point | None) -> Chains:

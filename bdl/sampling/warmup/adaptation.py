@@ -34,6 +34,7 @@ from bdl.sampling.warmup.anchor import (
     anchored,
     hessian_correction,
     moves,
+    recentred,
 )
 from bdl.sampling.warmup.laplace import laplace_draw, mode_mass, newton_mode
 from bdl.sampling.warmup.mass import (
@@ -433,9 +434,8 @@ class WarmUp(eqx.Module):
 
         def both(k: jax.Array) -> tuple[PyTree, PyTree]:
             minibatch = _random_minibatch(target, k)
-            grad, grad_hat = minibatch(theta)[1], minibatch(anchor.position)[1]
-            centred = jax.tree.map(lambda g, g0, full: g - g0 + full, grad, grad_hat, anchor.grad)
-            return grad, centred
+            plain = minibatch(theta)
+            return plain[1], recentred(plain, minibatch(anchor.position), anchor, True)[1]
 
         plain, centred = jax.vmap(both)(keys)
         return gradient_noise(plain, mass), gradient_noise(centred, mass)

@@ -104,16 +104,22 @@ def anchored(minibatch: EnergyAndGrad, anchor: Anchor) -> EnergyAndGrad:
     where it is on (module docstring); the plain estimate where it is off."""
 
     def estimate(position: PyTree) -> tuple[jax.Array, PyTree]:
-        energy, grad = minibatch(position)
-        energy_hat, grad_hat = minibatch(anchor.position)
-        on = anchor.on
-        energy = jnp.where(on, energy - energy_hat + anchor.energy, energy)
-        grad = jax.tree.map(
-            lambda g, g_hat, full: jnp.where(on, g - g_hat + full, g), grad, grad_hat, anchor.grad
-        )
-        return energy, grad
+        return recentred(minibatch(position), minibatch(anchor.position), anchor, anchor.on)
 
     return estimate
+
+
+def recentred(
+    at: tuple[jax.Array, PyTree], at_anchor: tuple[jax.Array, PyTree], anchor: Anchor, on: Any
+) -> tuple[jax.Array, PyTree]:
+    """The control variate: (Ũ(θ; S) − Ũ(θ̂; S) + U(θ̂), ∇Ũ(θ; S) − ∇Ũ(θ̂; S) + ∇U(θ̂)) from one
+    minibatch's values ``at`` θ and ``at_anchor`` θ̂, where ``on``; ``at`` itself where not."""
+    (energy, grad), (energy_hat, grad_hat) = at, at_anchor
+    energy = jnp.where(on, energy - energy_hat + anchor.energy, energy)
+    grad = jax.tree.map(
+        lambda g, g_hat, full: jnp.where(on, g - g_hat + full, g), grad, grad_hat, anchor.grad
+    )
+    return energy, grad
 
 
 def moves(step_size: jax.Array, friction: jax.Array, second_order: bool) -> jax.Array:

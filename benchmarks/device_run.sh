@@ -54,13 +54,23 @@ print(sys.version.split()[0], 'jax', jax.__version__, 'numpyro', numpyro.__versi
 
 part smoke 120 $py benchmarks/device_smoke.py
 [[ -n ${PARTS:-} && " $PARTS " != *" smoke "* ]] || grep -q "^   rc 0 " <(tail -1 "$out/summary.txt") || { echo "smoke run failed: stopping"; tail -30 "$out/smoke.log"; exit 1; }
-# one part per model and chain count: a part cut short by its cap loses only its own rows
-for group in digits:1 wide:1 digits:8; do
-    part "peers_${group/:/}" 150 $py benchmarks/peers.py --models "${group%:*}" \
-        --chains "${group#*:}" --repeats 3 --quiet-bdl --no-compile-check \
-        --json "$out/peers_${group/:/}.json" ${PEERS_ARGS:-}
-done
+# one part per model and chain count: a part cut short by its cap loses only its own rows; the
+# 8-chain digits part runs after the compile parts (WIDE_ARGS="--kernels sgld" halves the wide part)
+peers() {  # peers MODEL CHAINS EXTRA...
+    local name="peers_$1$2" model=$1 chains=$2
+    shift 2
+    part "$name" 150 $py benchmarks/peers.py --models "$model" --chains "$chains" --repeats 3 \
+        --quiet-bdl --no-compile-check --json "$out/$name.json" ${PEERS_ARGS:-} "$@"
+}
+peers digits 1
+peers wide 1 ${WIDE_ARGS:-}
 part peers_compile 120 $py benchmarks/peers.py --compile-check-only --json "$out/peers_compile.json"
+part cli_cache 100 $py benchmarks/cli_cache.py --variants adapted --repeats 1 --profile
+part warmup_compile_depth3 90 $py benchmarks/warmup_compile.py --kernels sghmc --depth 3 \
+    --steps 2000 --chains 8
+part kernel_costs_l2e 100 $py benchmarks/kernel_costs.py --model cnn --repeats 3 --cost --hlo \
+    --kernels l2e
+peers digits 8
 part loop_overhead 90 $py benchmarks/loop_overhead.py --repeats 3 --chains 1,8 \
     --kernels sgld,sghmc
 part step_overhead 150 $py benchmarks/step_overhead.py --repeats 3 --chains --unblocked

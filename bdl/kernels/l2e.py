@@ -39,7 +39,6 @@ and averages.
 from __future__ import annotations
 
 import functools
-import itertools
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -211,29 +210,26 @@ def learned_field(
 _R_FEATURE = 2
 
 
+def _segments(sizes: list[int]) -> np.ndarray:
+    """The leaf index of every coordinate of the concatenated leaves (a constant of the trace)."""
+    return np.repeat(np.arange(len(sizes)), sizes)
+
+
 def _per_leaf_rms(x: jax.Array, sizes: list[int]) -> jax.Array:
     """√(mean(x²) + ε) of every row of ``x`` (F, N) over each leaf's coordinates: (F, leaves)."""
-    bounds = np.cumsum([0, *sizes])
-    return jnp.stack(
-        [
-            jnp.sqrt(jnp.mean(jnp.square(x[:, a:b]), axis=1) + _EPS)
-            for a, b in itertools.pairwise(bounds)
-        ],
-        axis=1,
-    )
+    if len(sizes) == 1:
+        return jnp.sqrt(jnp.mean(jnp.square(x), axis=1, keepdims=True) + _EPS)
+    sums = jax.ops.segment_sum(
+        jnp.square(x).T, _segments(sizes), num_segments=len(sizes), indices_are_sorted=True
+    )  # (leaves, F)
+    return jnp.sqrt(sums.T / np.asarray(sizes, dtype=np.float32) + _EPS)
 
 
 def _per_coordinate(per_leaf: jax.Array, sizes: list[int]) -> jax.Array:
     """(F, leaves) → (F, N): each leaf's value repeated over its coordinates."""
     if len(sizes) == 1:
         return per_leaf
-    return jnp.concatenate(
-        [
-            jnp.broadcast_to(per_leaf[:, k : k + 1], (per_leaf.shape[0], n))
-            for k, n in enumerate(sizes)
-        ],
-        axis=1,
-    )
+    return jnp.take(per_leaf, _segments(sizes), axis=1)
 
 
 def _unflat(x: jax.Array, treedef: Any, leaves: list[jax.Array], sizes: list[int]) -> PyTree:

@@ -1,8 +1,11 @@
-"""Effective sample size and R̂ of ``(chains, draws, *event)`` draws, computed by ArviZ.
+"""Effective sample size and R̂ of ``(chains, draws, *event)`` draws, as ArviZ computes them.
 
-Each function converts its input to a float64 NumPy array, hands it to :func:`arviz.ess` or
-:func:`arviz.rhat` and returns one value per event entry (shape ``event``; a 0-d array for
-``(chains, draws)``). They run on the host and are not jittable; ArviZ is imported on first use.
+Each function returns one float64 value per event entry (shape ``event``; a 0-d array for
+``(chains, draws)``), with the arithmetic of the ``arviz.ess`` or ``arviz.rhat`` method it names,
+computed over all entries at once in NumPy (:mod:`bdl.diagnostics.rank_normalised`; ArviZ loops
+over entries in Python, about a millisecond each, and takes a second and a half to import).
+``tests/test_diagnostics.py`` holds every function to ArviZ's value at rounding level. They run
+on the host and are not jittable.
 
 * :func:`effective_sample_size` — Geyer ESS of the chains as given, ``ess(method="identity")``;
   with ``split=True`` of split chains, ``ess(method="mean")``.
@@ -21,15 +24,16 @@ the rank R̂ is below 1.01.
 
 ArviZ's conventions apply: fewer than 4 draws per chain, or any NaN draw, gives NaN; R̂ needs at
 least 2 chains (NaN otherwise); a constant parameter has ESS equal to the number of draws used
-and R̂ NaN.
+and R̂ NaN. One difference: an entry with an infinite draw gets NaN (ArviZ ranks ±inf).
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
+
+from bdl.diagnostics.rank_normalised import ess, rhat
 
 __all__ = [
     "bulk_rhat",
@@ -40,23 +44,6 @@ __all__ = [
     "split_rhat",
     "tail_rhat",
 ]
-
-
-def _per_event(function: str, x: Any, **kwargs: Any) -> np.ndarray:
-    """``arviz.<function>`` of draws ``(chains, draws, *event)``, one float64 value per entry."""
-    import arviz as az
-
-    values = np.asarray(x, dtype=np.float64)
-    if values.ndim < 2:
-        raise ValueError(
-            f"expected draws shaped (chains, draws, ...); got an array of shape {values.shape}. "
-            "Add a chain axis with x[None] for a single chain."
-        )
-    with warnings.catch_warnings():  # the axes are (chains, draws) by contract, even if C > N
-        warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
-        dataset = az.convert_to_dataset(values)
-    result = getattr(az, function)(dataset, **kwargs)
-    return np.asarray(result["x"].values, dtype=np.float64)
 
 
 def effective_sample_size(x: Any, *, split: bool = False) -> np.ndarray:
@@ -70,7 +57,7 @@ def effective_sample_size(x: Any, *, split: bool = False) -> np.ndarray:
     Returns:
         ESS per event entry, shape ``event``.
     """
-    return _per_event("ess", x, method="mean" if split else "identity")
+    return ess(x, "mean" if split else "identity")
 
 
 def ess_bulk(x: Any) -> np.ndarray:
@@ -83,7 +70,7 @@ def ess_bulk(x: Any) -> np.ndarray:
     Returns:
         The bulk ESS of each quantity.
     """
-    return _per_event("ess", x, method="bulk")
+    return ess(x, "bulk")
 
 
 def ess_tail(x: Any, prob: float | tuple[float, float] | None = None) -> np.ndarray:
@@ -98,7 +85,7 @@ def ess_tail(x: Any, prob: float | tuple[float, float] | None = None) -> np.ndar
     Returns:
         The tail ESS of each quantity.
     """
-    return _per_event("ess", x, method="tail", prob=prob)
+    return ess(x, "tail", prob)
 
 
 def split_rhat(x: Any) -> np.ndarray:
@@ -111,7 +98,7 @@ def split_rhat(x: Any) -> np.ndarray:
     Returns:
         R̂ of each quantity.
     """
-    return _per_event("rhat", x, method="split")
+    return rhat(x, "split")
 
 
 def bulk_rhat(x: Any) -> np.ndarray:
@@ -124,7 +111,7 @@ def bulk_rhat(x: Any) -> np.ndarray:
     Returns:
         R̂ of each quantity.
     """
-    return _per_event("rhat", x, method="z_scale")
+    return rhat(x, "z_scale")
 
 
 def tail_rhat(x: Any) -> np.ndarray:
@@ -138,7 +125,7 @@ def tail_rhat(x: Any) -> np.ndarray:
     Returns:
         R̂ of each quantity.
     """
-    return _per_event("rhat", x, method="folded")
+    return rhat(x, "folded")
 
 
 def rank_rhat(x: Any) -> np.ndarray:
@@ -151,4 +138,4 @@ def rank_rhat(x: Any) -> np.ndarray:
     Returns:
         R̂ of each quantity.
     """
-    return _per_event("rhat", x, method="rank")
+    return rhat(x, "rank")

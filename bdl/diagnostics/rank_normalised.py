@@ -35,10 +35,14 @@ import numpy as np
 from scipy.fft import next_fast_len
 from scipy.special import ndtri
 
-__all__ = ["MIN_DRAWS", "rank_diagnostics"]
+__all__ = ["ESS_METHODS", "MIN_DRAWS", "RHAT_METHODS", "ess", "rank_diagnostics", "rhat"]
 
 #: fewest draws per chain for any of the three (ArviZ's minimum)
 MIN_DRAWS = 4
+#: the ESS methods of :func:`ess`, named as ``arviz.ess`` names them
+ESS_METHODS = ("identity", "mean", "bulk", "tail")
+#: the R̂ methods of :func:`rhat`, named as ``arviz.rhat`` names them
+RHAT_METHODS = ("split", "z_scale", "folded", "rank")
 
 
 def rank_diagnostics(
@@ -50,31 +54,115 @@ def rank_diagnostics(
     draw, and R̂ of a single chain unless ``single_chain``. A constant entry has ESS equal to
     the number of draws and R̂ NaN.
     """
+    values, event = _entries(x)
+    rank = _per_entry(values, lambda v: _rank_rhat(_split(v)), 2 - single_chain)
+    bulk = _per_entry(values, lambda v: _ess(_z_scale(_split(v))), 1)
+    tail = _per_entry(values, lambda v: _tail_ess(v, (0.05, 0.95)), 1)
+    return rank.reshape(event), bulk.reshape(event), tail.reshape(event)
+
+
+def ess(
+    x: Any, method: str = "bulk", prob: float | tuple[float, float] | None = None
+) -> np.ndarray:
+    """The ESS of every entry of draws ``(chains, draws, *event)``, shaped ``event``: ``arviz.ess``
+    with ``method`` (:data:`ESS_METHODS`), over all entries at once.
+
+    ``identity``: Geyer's ESS of the chains as given; ``mean``: of the split chains; ``bulk``: of
+    the split, rank-normalised chains; ``tail``: the smaller ESS of the indicators I(x ≤ q_p) for
+    p in ``prob`` (default (0.05, 0.95); a float p means (p, 1 − p)), split chains. NaN with fewer
+    than :data:`MIN_DRAWS` draws per chain or a non-finite draw; a constant entry has ESS equal
+    to the number of draws used.
+    """
+    values, event = _entries(x)
+    if method == "tail":
+        pair = (0.05, 0.95) if prob is None else prob
+        pair = (pair, 1.0 - pair) if isinstance(pair, float | int) else tuple(pair)
+        fn = lambda v: _tail_ess(v, pair)  # noqa: E731
+    else:
+        fn = {
+            "identity": _ess,
+            "mean": lambda v: _ess(_split(v)),
+            "bulk": lambda v: _ess(_z_scale(_split(v))),
+        }[_checked(method, ESS_METHODS, "ess")]
+    return _per_entry(values, fn, 1).reshape(event)
+
+
+def rhat(x: Any, method: str = "rank") -> np.ndarray:
+    """R̂ of every entry of draws ``(chains, draws, *event)``, shaped ``event``: ``arviz.rhat``
+    with ``method`` (:data:`RHAT_METHODS`), over all entries at once.
+
+    All four use split chains: ``split`` the draws themselves, ``z_scale`` their rank-normalised
+    values, ``folded`` the rank-normalised |x − median x|, ``rank`` the larger of the last two.
+    NaN with fewer than 2 chains or :data:`MIN_DRAWS` draws per chain, a non-finite draw, or a
+    constant entry.
+    """
+    values, event = _entries(x)
+    fn = {
+        "split": lambda v: _rhat(_split(v)),
+        "z_scale": lambda v: _rhat(_z_scale(_split(v))),
+        "folded": lambda v: _rhat(_z_scale(_folded(_split(v)))),
+        "rank": lambda v: _rank_rhat(_split(v)),
+    }[_checked(method, RHAT_METHODS, "rhat")]
+    return _per_entry(values, fn, 2).reshape(event)
+
+
+def _checked(method: str, methods: tuple[str, ...], what: str) -> str:
+    if method not in methods:
+        raise ValueError(f"{what}: method must be one of {list(methods)}; got {method!r}.")
+    return method
+
+
+def _entries(x: Any) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Draws as float64 ``(k, chains, draws)`` with the event shape: entries first, so that every
+    reduction below runs over contiguous memory."""
     values = np.asarray(x, dtype=np.float64)
     if values.ndim < 2:
         raise ValueError(
-            f"expected draws shaped (chains, draws, ...); got an array of shape {values.shape}."
+            f"expected draws shaped (chains, draws, ...); got an array of shape {values.shape}. "
+            "Add a chain axis with x[None] for a single chain."
         )
     chains, draws, event = values.shape[0], values.shape[1], values.shape[2:]
-    # entries first, (k, chains, draws): every reduction below runs over contiguous memory
-    values = np.ascontiguousarray(np.moveaxis(values.reshape(chains, draws, -1), -1, 0))
-    k = values.shape[0]
-    rhat, bulk, tail = np.full(k, np.nan), np.full(k, np.nan), np.full(k, np.nan)
+    return np.ascontiguousarray(np.moveaxis(values.reshape(chains, draws, -1), -1, 0)), event
+
+
+def _per_entry(values: np.ndarray, fn: Any, min_chains: int) -> np.ndarray:
+    """``fn`` of the entries whose draws are all finite, NaN elsewhere and wherever there are
+    fewer than ``min_chains`` chains or :data:`MIN_DRAWS` draws."""
+    out = np.full(values.shape[0], np.nan)
     finite = np.isfinite(values).all(axis=(1, 2))
-    if draws >= MIN_DRAWS and finite.any():
-        v = values[finite]
-        split = _split(v)
-        z = _z_scale(split)
-        if chains >= 2 or single_chain:
-            median = np.median(split.reshape(len(v), -1), axis=1)[:, None, None]
-            rhat[finite] = np.maximum(_rhat(z), _rhat(_z_scale(np.abs(split - median))))
-        bulk[finite] = _ess(z)
-        low, high = np.quantile(v.reshape(len(v), -1), [0.05, 0.95], axis=1)
-        tail[finite] = np.minimum(
-            _ess(_split((v <= low[:, None, None]).astype(np.float64))),
-            _ess(_split((v <= high[:, None, None]).astype(np.float64))),
-        )
-    return rhat.reshape(event), bulk.reshape(event), tail.reshape(event)
+    if values.shape[1] >= min_chains and values.shape[2] >= MIN_DRAWS and finite.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[finite] = fn(values[finite])
+    return out
+
+
+def _rank_rhat(split: np.ndarray) -> np.ndarray:
+    """max(bulk R̂, tail R̂) of split chains ``(k, M, n)``."""
+    return np.maximum(_rhat(_z_scale(split)), _rhat(_z_scale(_folded(split))))
+
+
+def _folded(x: np.ndarray) -> np.ndarray:
+    """|x − median x|, the median over all draws of each entry."""
+    return np.abs(x - np.median(x.reshape(len(x), -1), axis=1)[:, None, None])
+
+
+def _tail_ess(v: np.ndarray, prob: tuple[float, float]) -> np.ndarray:
+    """The smaller ESS of I(x ≤ q_p) over the two levels of ``prob`` (split chains)."""
+    low, high = (_quantile(v.reshape(len(v), -1), p)[:, None, None] for p in prob)
+    return np.minimum(
+        _ess(_split((v <= low).astype(np.float64))), _ess(_split((v <= high).astype(np.float64)))
+    )
+
+
+def _quantile(rows: np.ndarray, p: float) -> np.ndarray:
+    """The type-7 quantile of each row, with the arithmetic of ``scipy.stats.mstats.mquantiles(
+    alphap=1, betap=1)`` (ArviZ's), so that I(x ≤ q) ties exactly as there."""
+    s = np.sort(rows, axis=1)
+    n = s.shape[1]
+    aleph = n * p + (1.0 - p)
+    k = int(np.floor(np.clip(aleph, 1, n - 1)))
+    gamma = float(np.clip(aleph - k, 0.0, 1.0))
+    return (1.0 - gamma) * s[:, k - 1] + gamma * s[:, k]
 
 
 def _split(x: np.ndarray) -> np.ndarray:

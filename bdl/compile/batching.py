@@ -30,6 +30,7 @@ pair co-occurrence within 1 % of sampling without replacement at distances 1 to 
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -65,9 +66,13 @@ def _below(high: jax.Array, low: jax.Array, size: jax.Array) -> jax.Array:
     return r
 
 
+@partial(jax.jit, static_argnames="n")
 def epoch_order(key: jax.Array, epoch: jax.Array, positions: jax.Array, n: int) -> jax.Array:
     """π_e(positions): the examples at ``positions`` of epoch ``epoch``'s order (module
-    docstring), int32 in [0, n)."""
+    docstring), int32 in [0, n).
+
+    Jitted so that the programs calling it trace its few hundred integer operations once per
+    process, not once each (XLA inlines it: the compiled steps are the same)."""
     rounds = shuffle_rounds(n)
     words = jax.random.bits(jax.random.fold_in(key, epoch), (2 * rounds + 2,), jnp.uint32)
     size = jnp.uint32(n)

@@ -22,14 +22,17 @@ from bdl.utils.cache import cache_dir
 
 
 def enable_compilation_cache(
-    directory: str | os.PathLike[str] | None = None, *, min_compile_seconds: float = 0.5
+    directory: str | os.PathLike[str] | None = None, *, min_compile_seconds: float = 0.1
 ) -> Path:
     """Keep XLA programs that took at least ``min_compile_seconds`` to compile in ``directory``.
 
     Args:
         directory: where to keep them; default ``<bdl cache>/xla`` (``$BDL_CACHE_DIR`` or
             ``~/.cache/bdl``).
-        min_compile_seconds: programs that compile faster are not worth a disk read.
+        min_compile_seconds: programs that compile faster are not worth a disk read. The
+            default, 0.1 s, keeps the checks' and the evaluation's programs (0.2–0.4 s each on a
+            CPU, more on a GPU), which a threshold of 0.5 s compiled again in every process: the
+            warm ``bdl sample mlp_digits`` command of docs/benchmarks.md takes 0.8 s less.
 
     Returns:
         The directory in use. Call it before the first compilation of the process: JAX reads

@@ -1,9 +1,9 @@
 """MCMC diagnostics: effective sample size, R̂, kinetic and configurational temperatures.
 
 * :mod:`bdl.diagnostics.chains` — plain, bulk and tail ESS and split and rank-normalised R̂,
-  computed by ArviZ (Geyer 1992; Vehtari et al. 2021).
-* :mod:`bdl.diagnostics.rank_normalised` — the rank R̂, bulk and tail ESS of many quantities at
-  once, as ArviZ computes them, vectorised in NumPy.
+  one function per method, as ArviZ computes them (Geyer 1992; Vehtari et al. 2021).
+* :mod:`bdl.diagnostics.rank_normalised` — the arithmetic behind them, over all entries at once
+  in NumPy, and the rank R̂, bulk and tail ESS of many quantities in one call.
 * :mod:`bdl.diagnostics.convergence` — the verdict every ``bdl.sample`` run gets (R̂ < 1.01, bulk
   and tail ESS ≥ 100 per chain), with :mod:`bdl.diagnostics.stuck`, the chains that stopped
   moving.

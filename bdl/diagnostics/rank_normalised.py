@@ -12,11 +12,13 @@ Vehtari et al. (2021) per event entry:
 An ESS is Geyer's (1992) initial-monotone-sequence estimate over chains,
 S/τ̂ with τ̂ = −1 + 2Σ ρ̂_t, capped below at 1/log₁₀ S as ArviZ caps it.
 
-The arithmetic is ArviZ's (``arviz.rhat(method="rank")``, ``arviz.ess(method="bulk")`` and
-``method="tail"``; :mod:`bdl.diagnostics.chains` calls those), written in NumPy over all entries
-at once: ArviZ loops over entries in Python and imports xarray and pandas, which costs about a
-millisecond per entry and a second at first use, too much for a check after every
-:func:`bdl.sample`. ``tests/test_diagnostics.py`` holds the two to agreement at rounding level.
+:func:`ess` and :func:`rhat` give each of ArviZ's methods on its own (``arviz.ess`` identity,
+mean, bulk, tail; ``arviz.rhat`` split, z_scale, folded, rank); :mod:`bdl.diagnostics.chains`
+wraps them one function per method. The arithmetic is ArviZ's, written in NumPy over all
+entries at once: ArviZ loops over entries in Python and imports xarray and pandas, which costs
+about a millisecond per entry and a second and a half at first use, too much for a check after
+every :func:`bdl.sample`. ``tests/test_diagnostics.py`` and ``tests/test_convergence_check.py``
+hold them to ArviZ's own values at rounding level.
 
 Differences from ArviZ, both deliberate: ``single_chain=True`` computes R̂ of one chain from
 its two halves (the split R̂ of Stan and the posterior package), where ArviZ returns NaN; and an
@@ -55,9 +57,16 @@ def rank_diagnostics(
     the number of draws and R̂ NaN.
     """
     values, event = _entries(x)
-    rank = _per_entry(values, lambda v: _rank_rhat(_split(v)), 2 - single_chain)
-    bulk = _per_entry(values, lambda v: _ess(_z_scale(_split(v))), 1)
-    tail = _per_entry(values, lambda v: _tail_ess(v, (0.05, 0.95)), 1)
+
+    def all_three(v: np.ndarray) -> np.ndarray:
+        split = _split(v)
+        z = _z_scale(split)  # shared by the bulk R̂ and the bulk ESS
+        rank = np.maximum(_rhat(z), _rhat(_z_scale(_folded(split))))
+        return np.stack([rank, _ess(z), _tail_ess(v, (0.05, 0.95))])
+
+    rank, bulk, tail = _per_entry(values, all_three, 1, rows=3)
+    if values.shape[1] < 2 and not single_chain:
+        rank[:] = np.nan
     return rank.reshape(event), bulk.reshape(event), tail.reshape(event)
 
 
@@ -125,14 +134,17 @@ def _entries(x: Any) -> tuple[np.ndarray, tuple[int, ...]]:
     return np.ascontiguousarray(np.moveaxis(values.reshape(chains, draws, -1), -1, 0)), event
 
 
-def _per_entry(values: np.ndarray, fn: Any, min_chains: int) -> np.ndarray:
+def _per_entry(
+    values: np.ndarray, fn: Any, min_chains: int, rows: int | None = None
+) -> np.ndarray:
     """``fn`` of the entries whose draws are all finite, NaN elsewhere and wherever there are
-    fewer than ``min_chains`` chains or :data:`MIN_DRAWS` draws."""
-    out = np.full(values.shape[0], np.nan)
+    fewer than ``min_chains`` chains or :data:`MIN_DRAWS` draws; ``rows`` values per entry
+    (shape ``(rows, k)``) where ``fn`` returns several."""
+    out = np.full(values.shape[:1] if rows is None else (rows, values.shape[0]), np.nan)
     finite = np.isfinite(values).all(axis=(1, 2))
     if values.shape[1] >= min_chains and values.shape[2] >= MIN_DRAWS and finite.any():
         with np.errstate(divide="ignore", invalid="ignore"):
-            out[finite] = fn(values[finite])
+            out[..., finite] = fn(values[finite])
     return out
 
 

@@ -51,3 +51,11 @@ def assert_moments(
     worst_mean, worst_cov = np.max(np.abs(z_mean)), np.max(np.abs(z_cov))
     assert worst_mean < threshold, f"mean z-scores {np.round(z_mean, 2)} exceed {threshold:.2f}"
     assert worst_cov < threshold, f"covariance z-scores {np.round(z_cov, 2)} exceed {threshold:.2f}"
+
+
+def arviz_per_entry(fn, x: np.ndarray, method: str) -> np.ndarray:
+    """ArviZ's own value (``fn`` = ``arviz.ess`` or ``arviz.rhat`` with ``method``) of every entry
+    of draws ``(chains, draws, k)``, one ``(chain, draw)`` array at a time: the reference the
+    vectorised diagnostics are held to."""
+    with np.errstate(all="ignore"):
+        return np.array([fn(x[:, :, j], method=method) for j in range(x.shape[2])])

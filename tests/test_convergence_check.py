@@ -7,6 +7,7 @@ import json
 import arviz as az
 import numpy as np
 import pytest
+from stat_utils import arviz_per_entry
 
 from bdl.diagnostics.convergence import ESS_PER_CHAIN, RHAT_MAX, Convergence, assess
 from bdl.diagnostics.rank_normalised import rank_diagnostics
@@ -38,12 +39,6 @@ def cases():
             [rng.normal(size=(3, 80, 2)), np.full((1, 80, 2), -87.3)], axis=0
         ),
     }
-
-
-def arviz_per_entry(fn, x, method):
-    """ArviZ's own value of every entry, one ``(chain, draw)`` array at a time."""
-    with np.errstate(all="ignore"):
-        return np.array([fn(x[:, :, j], method=method) for j in range(x.shape[2])])
 
 
 @pytest.mark.parametrize("name", list(cases()))

@@ -61,8 +61,7 @@ def rank_diagnostics(
     def all_three(v: np.ndarray) -> np.ndarray:
         split = _split(v)
         z = _z_scale(split)  # shared by the bulk R̂ and the bulk ESS
-        rank = np.maximum(_rhat(z), _rhat(_z_scale(_folded(split))))
-        return np.stack([rank, _ess(z), _tail_ess(v, (0.05, 0.95))])
+        return np.stack([_rank_rhat(split, z), _ess(z), _tail_ess(v, (0.05, 0.95))])
 
     rank, bulk, tail = _per_entry(values, all_three, 1, rows=3)
     if values.shape[1] < 2 and not single_chain:
@@ -148,9 +147,10 @@ def _per_entry(
     return out
 
 
-def _rank_rhat(split: np.ndarray) -> np.ndarray:
-    """max(bulk R̂, tail R̂) of split chains ``(k, M, n)``."""
-    return np.maximum(_rhat(_z_scale(split)), _rhat(_z_scale(_folded(split))))
+def _rank_rhat(split: np.ndarray, z: np.ndarray | None = None) -> np.ndarray:
+    """max(bulk R̂, tail R̂) of split chains ``(k, M, n)``; ``z``: their z-scores if known."""
+    z = _z_scale(split) if z is None else z
+    return np.maximum(_rhat(z), _rhat(_z_scale(_folded(split))))
 
 
 def _folded(x: np.ndarray) -> np.ndarray:

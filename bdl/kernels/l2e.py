@@ -172,8 +172,9 @@ def learned_field(
 
     The same function as :func:`features` followed by ``net.map_tree``, computed on one flat
     vector per feature: the leaves are concatenated once, the per-leaf RMS of all features come
-    from one reduction per leaf, and the first layer Σ_k W_k·x̂_k + b is one matrix product over
-    the eight features that do not depend on r plus the r term. Within a step of
+    from one segment sum and go back to the leaves' entries by one gather, and the first layer
+    Σ_k W_k·x̂_k + b is one matrix product over the eight features that do not depend on r plus
+    the r term. Within a step of
     :class:`SymplecticEuler` only r changes between the two evaluations, so the compiled step
     computes the eight-feature product once and shares it (common subexpressions).
     """

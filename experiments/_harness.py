@@ -127,7 +127,8 @@ def read_results(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]
 
 class Results:
     """One JSON line per finished unit of work, keyed; appended and flushed as each finishes.
-    Every line, the header too, carries ``"code"``: the :func:`code_version` that wrote it."""
+    Every line, the header too, carries ``"code"``: the :func:`code_version` that wrote it, and
+    ``"environment"``: the :func:`run_environment` it ran in."""
 
     def __init__(
         self, path: Path, config: dict[str, Any], fresh: bool = False, create: bool = True
@@ -153,6 +154,7 @@ class Results:
                     "config": fingerprint,
                     "started": time.strftime("%Y-%m-%d %H:%M"),
                     "code": code_version(),
+                    "environment": run_environment(),
                 }
             )
 
@@ -161,7 +163,7 @@ class Results:
 
     def add(self, key: str, record: dict[str, Any]) -> None:
         """Append the record of unit ``key``, with the code that produced it."""
-        record = {"key": key, **record, "code": code_version()}
+        record = {"key": key, **record, "code": code_version(), "environment": run_environment()}
         self.records[key] = record
         self._append(record)
 
@@ -456,22 +458,84 @@ def provenance(
     return Provenance(True, note, f"{described}; stale (see the note at the top)", origin)
 
 
-def environment(page_only: bool = False) -> str:
-    """The machine and library versions, for the page; with ``page_only`` (a page rewritten
-    from earlier results) said to be this machine's, not the runs'."""
+LIBRARIES = (
+    "jax", "jaxlib", "numpy", "scipy", "numpyro", "flax", "optax", "equinox", "scikit-learn",
+    "mnist1d",
+)  # fmt: skip
+
+
+@functools.cache
+def run_environment() -> dict[str, Any]:
+    """The machine and the library versions this process runs. The code alone does not fix the
+    numbers: floating-point results differ between processors and library versions, and a
+    chain amplifies the difference, so a unit re-run elsewhere gives other values (and a
+    difference near two standard errors may change its verdict)."""
+    import importlib.metadata
+
     import jax
 
-    machine = (
-        f"jax {jax.__version__}, {jax.default_backend()} ({jax.devices()[0].device_kind}), "
-        f"{os.cpu_count()} CPU cores, python {platform.python_version()}"
+    versions: dict[str, str | None] = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "backend": jax.default_backend(),
+        "device": jax.devices()[0].device_kind,
+        "versions": versions,
+    }
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def describe_environment(env: Mapping[str, Any]) -> str:
+    """One line: jax, the device, the cores and the processor, python, the other libraries."""
+    versions = env.get("versions", {})
+    libraries = ", ".join(
+        f"{name} {versions[name]}" for name in LIBRARIES[1:] if versions.get(name) is not None
     )
+    return (
+        f"jax {versions.get('jax')}, {env.get('backend')} ({env.get('device')}), "
+        f"{env.get('cores')} CPU cores ({env.get('cpu')}), python {env.get('python')}; "
+        f"{libraries}"
+    )
+
+
+def environment(page_only: bool = False, records: Iterable[Mapping[str, Any]] = ()) -> str:
+    """Where the page's runs ran, for the page: the environment its ``records`` recorded (more
+    than one is named as such), with this run's load at the end; with ``page_only`` (a page
+    rewritten from earlier results) the load is not known. Records from before environments
+    were recorded are said to be of an unrecorded machine."""
+    seen: dict[str, Mapping[str, Any]] = {}
+    unrecorded = 0
+    for r in records:
+        env = r.get("environment")
+        if env is None:
+            unrecorded += 1
+        else:
+            seen.setdefault(json.dumps(env, sort_keys=True), env)
+    if not page_only:
+        seen.setdefault(json.dumps(run_environment(), sort_keys=True), run_environment())
+    where = "; ".join(describe_environment(env) for env in seen.values())
+    if len(seen) > 1:
+        where = f"{len(seen)} environments: {where}"
+    if unrecorded:
+        units = f"{unrecorded} unit{'s' if unrecorded != 1 else ''}"
+        where += f"{'; ' if where else ''}{units} on a machine not recorded"
     if page_only:
-        return (
-            f"page rewritten from the results with `--page-only` on {machine} (the runs' own "
-            "machine and load were not recorded)"
-        )
+        return f"{where} (page rewritten from the results with `--page-only`; load not recorded)"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
-    return f"{machine}, load average {load:.2f} at the end"
+    return f"{where}, load average {load:.2f} at the end"
 
 
 def results_path(args: argparse.Namespace, name: str) -> Path:

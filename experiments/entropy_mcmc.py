@@ -421,7 +421,7 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
         f"- Seeds {e['seeds']}; tables give mean ± standard error over seeds; differences "
         "between methods are paired by seed (mean ± se of the per-seed differences).",
         f"- Command: `{command_line(NAME, args)}`; {total_min:.1f} min of runs; "
-        f"{environment(args.page_only)}.",
+        f"{environment(args.page_only, records)}.",
         f"- Code: {code.code}.",
         "",
         "## Results",

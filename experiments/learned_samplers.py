@@ -797,7 +797,7 @@ def page(args: Any, config: dict, records: list[dict], figure: str) -> str:
         f"- Seeds {e['seeds']}, the same for every sampler (paired); tables give mean ± "
         "standard error over seeds. Diverged chains are counted and left out.",
         f"- Command: `{command_line(NAME, args)}`; {total_min:.1f} min of sampling and training "
-        f"(timed calls); {environment(args.page_only)}.",
+        f"(timed calls); {environment(args.page_only, records)}.",
         f"- Code: {code.code}.",
         "",
         "## Results",

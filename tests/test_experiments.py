@@ -295,6 +295,40 @@ def test_results_record_the_code_in_every_line(tmp_path) -> None:
         _harness.Results(tmp_path / "none.jsonl", {"a": 1}, create=False)
 
 
+def test_results_record_the_environment_in_every_line(tmp_path) -> None:
+    import jax
+    import numpy as np
+
+    path = tmp_path / "x.jsonl"
+    _harness.Results(path, {"a": 1}).add("u/0", {"seed": 0})
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    env = _harness.run_environment()
+    assert len(lines) == 2 and all(line["environment"] == env for line in lines)
+    assert env["versions"]["jax"] == jax.__version__ and env["versions"]["numpy"] == np.__version__
+    assert env["cores"] == os.cpu_count() and env["backend"] == jax.default_backend()
+    assert env["cpu"]
+
+
+def _elsewhere(cpu: str) -> dict:
+    return {**_harness.run_environment(), "cpu": cpu}
+
+
+def test_a_page_names_the_environment_its_runs_recorded() -> None:
+    here = _harness.run_environment()["cpu"]
+    # rewritten from results of another machine: that machine, not this one, and no load
+    text = _harness.environment(True, [{"environment": _elsewhere("Other CPU 9000")}] * 3)
+    assert "(Other CPU 9000)" in text and f"({here})" not in text
+    assert "load not recorded" in text and "environments" not in text
+    # a run resumed here on results of another machine names both, with this run's load
+    text = _harness.environment(False, [{"environment": _elsewhere("Other CPU 9000")}])
+    assert text.startswith("2 environments: ") and f"({here})" in text
+    assert "(Other CPU 9000)" in text and "load average" in text
+    # records from before environments were recorded are counted as such
+    text = _harness.environment(True, [{}, {}, {"environment": _elsewhere("Other CPU 9000")}])
+    assert "2 units on a machine not recorded" in text
+    assert _harness.environment(True, [{}]).startswith("1 unit on a machine not recorded")
+
+
 def test_code_version_names_head_and_its_trees() -> None:
     import subprocess
 

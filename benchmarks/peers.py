@@ -384,14 +384,14 @@ def per_step(wall: dict[str, list[float]], name: str, steps: tuple[int, int]) ->
     return [(a - b) / (long - short) for a, b in pairs]
 
 
-def median_step(
+def step_time(
     times: dict[str, list[float]],
     name: str,
     steps: tuple[int, int],
     of: Callable[[list[float]], float] = statistics.median,
 ) -> float:
-    """(median t(long) − median t(short)) / (long − short) of candidate ``name`` (``of=min``:
-    from its fastest calls)."""
+    """(of t(long) − of t(short)) / (long − short) of candidate ``name``: from the median calls,
+    or with ``of=min`` from the fastest."""
     long, short = steps
     t_long, t_short = (of(times[f"{name} {tag}"]) for tag in "LS")
     return (t_long - t_short) / (long - short)
@@ -468,19 +468,14 @@ def time_group(
             thin = PATHS[path]
             bsteps = path_steps(thin, long, short)
             name = f"bdl {k} {path}"
-            medians, cpu_medians = (
+            medians, cpu_medians, fastest = (
                 {
-                    "optax": median_step(times, "optax", steps),
-                    "blackjax": median_step(times, f"blackjax {k}", steps),
-                    "bdl": median_step(times, name, bsteps),
+                    "optax": step_time(times, "optax", steps, of),
+                    "blackjax": step_time(times, f"blackjax {k}", steps, of),
+                    "bdl": step_time(times, name, bsteps, of),
                 }
-                for times in (wall, cpu)
+                for times, of in ((wall, statistics.median), (cpu, statistics.median), (wall, min))
             )
-            fastest = {
-                "optax": median_step(wall, "optax", steps, of=min),
-                "blackjax": median_step(wall, f"blackjax {k}", steps, of=min),
-                "bdl": median_step(wall, name, bsteps, of=min),
-            }
             whole = math.nan
             if bsteps[0] == steps[0]:  # the same long call: bdl's fixed costs counted against it
                 long_bdl = statistics.median(wall[f"{name} L"])

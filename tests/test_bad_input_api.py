@@ -1,7 +1,9 @@
-"""Bad input to ``bdl.sample``, ``bdl.validate``, ``bdl.optimise.minimise`` and the predictions
-(``compiled.predict``, ``predictive``, ``log_predictive``): each case raises
+"""Bad input to ``bdl.sample``, ``bdl.validate``, ``bdl.optimise.minimise``, the predictions
+(``compiled.predict``, ``predictive``, ``log_predictive``) and the evaluation
+(``bdl.evaluation.RunningBMA``, ``bdl.sample(..., evaluate=...)``): each case raises
 a clear error naming the argument, before anything is compiled (tests/bad_input.py); a start at
-which the energy is not finite is refused before sampling, naming the rows or the prior."""
+which the energy is not finite is refused before sampling, naming the rows or the prior; inputs
+with NaN rows are predicted with a warning naming the rows."""
 
 import re
 import warnings
@@ -47,6 +49,7 @@ def shared():
         classifier=bdl.compile(classifier, (x, rng.integers(0, 3, size=N))),
         x=x,
         draws=_w(np.zeros((4, D), np.float32)),
+        class_draws=_w(np.zeros((4, D, 3), np.float32)),
         outside_support=bdl.compile(half_normal, (x, y)),
         potential=bdl.compile(potential),
         sgld=bdl.kernels.get("sgld", step_size=1e-3),
@@ -63,6 +66,31 @@ def _sample(e, target=None, kernel=None, **options):
 
 def _w(value):
     return {"net": {"w": value}}
+
+
+def _labels(last):
+    """Labels 0, 1, 2, 0, … of the N inputs with the last one ``last``."""
+    labels = (np.arange(N) % 3).astype(np.float64 if isinstance(last, float) else np.int64)
+    labels[-1] = last
+    return labels
+
+
+def _targets(last):
+    """Regression targets of the N inputs, the last one ``last``."""
+    y = np.zeros(N, np.float32)
+    y[-1] = last
+    return y
+
+
+def _nan_rows(x, *rows):
+    x = x.copy()
+    x[list(rows), 1] = np.nan
+    return x
+
+
+def _evaluate(e, target, x=None, y=None):
+    x = e.x if x is None else x
+    return _sample(e, target, evaluate=bdl.evaluation.RunningBMA(x, y), num_chains=2)
 
 
 SAMPLE = [
@@ -330,7 +358,100 @@ PREDICT = [
             _w(np.zeros((4, D, 3), np.float32)), e.x[:3], np.array([0, 3, 1])
         ),
         ValueError,
-        "y holds labels 3, but this model has 3 classes (labels 0, …, 2)",
+        "y holds label 3 but this model has 3 classes (labels 0, …, 2): fix the labels",
+    ),
+    case(
+        "log_predictive a negative label",
+        lambda e: e.classifier.log_predictive(e.class_draws, e.x, _labels(-1)),
+        ValueError,
+        "y holds label -1 but this model has 3 classes (labels 0, …, 2): map the labels to 0",
+    ),
+    case(
+        "log_predictive a fractional label",
+        lambda e: e.classifier.log_predictive(e.class_draws, e.x, _labels(1.5)),
+        ValueError,
+        "integer class labels; y has non-integer values (1.5)",
+    ),
+    case(
+        "log_predictive a NaN label",
+        lambda e: e.classifier.log_predictive(e.class_draws, e.x, _labels(np.nan)),
+        ValueError,
+        "y contains 1 NaN or infinite value(s), in row 19",
+    ),
+    case(
+        "log_predictive a NaN target",
+        lambda e: e.compiled.log_predictive(e.draws, e.x, _targets(np.nan)),
+        ValueError,
+        "y contains 1 NaN or infinite value(s), in row 19; drop those rows",
+    ),
+]
+
+EVALUATE = [
+    # RunningBMA's test data: what needs no model when it is made, the rest when bdl.sample
+    # binds it to the model, before the run starts
+    case(
+        "evaluate a negative label",
+        lambda e: _evaluate(e, e.classifier, y=_labels(-1)),
+        ValueError,
+        "RunningBMA(y=...) holds label -1 but this model has 3 classes (labels 0, …, 2): map "
+        "the labels to 0, …, K−1",
+    ),
+    case(
+        "evaluate a label beyond the classes",
+        lambda e: _evaluate(e, e.classifier, y=_labels(3)),
+        ValueError,
+        "RunningBMA(y=...) holds label 3 but this model has 3 classes (labels 0, …, 2): fix "
+        "the labels, or compile the model with a network of 4 outputs",
+    ),
+    case(
+        "evaluate a fractional label",
+        lambda e: _evaluate(e, e.classifier, y=_labels(1.5)),
+        ValueError,
+        "Categorical likelihood needs integer class labels; RunningBMA(y=...) has non-integer "
+        "values (1.5)",
+    ),
+    case(
+        "evaluate a NaN label",
+        lambda e: _evaluate(e, e.classifier, y=_labels(np.nan)),
+        ValueError,
+        "RunningBMA(y=...) contains 1 NaN or infinite value(s), in row 19; drop those rows",
+    ),
+    case(
+        "evaluate fewer labels than inputs",
+        lambda e: _evaluate(e, e.classifier, y=_labels(0)[:-1]),
+        ValueError,
+        "RunningBMA(x, y): x has 20 inputs and y 19 targets; give the same number",
+    ),
+    case(
+        "evaluate one-hot labels",
+        lambda e: _evaluate(e, e.classifier, y=np.eye(3)[_labels(0).astype(int)]),
+        ValueError,
+        "RunningBMA(x, y): inputs (20, 5) and targets (20, 3) do not match the training data's",
+    ),
+    case(
+        "evaluate labels of text",
+        lambda e: _evaluate(e, e.classifier, y=np.array(["0"] * N)),
+        TypeError,
+        "RunningBMA(y=...) must be numeric",
+    ),
+    case(
+        "evaluate inputs with NaN rows",
+        lambda e: _evaluate(e, e.classifier, x=_nan_rows(e.x, 3, 11), y=_labels(0)),
+        ValueError,
+        "RunningBMA(x=...) has NaN or infinite entries in rows 3, 11 (2 of 20): the prediction "
+        "of such a row is NaN, and so would every metric be",
+    ),
+    case(
+        "evaluate a NaN regression target",
+        lambda e: _evaluate(e, e.compiled, y=_targets(np.inf)),
+        ValueError,
+        "RunningBMA(y=...) contains 1 NaN or infinite value(s), in row 19",
+    ),
+    case(
+        "evaluate bound directly, a label beyond the classes",
+        lambda e: bdl.evaluation.RunningBMA(e.x, _labels(5)).bind(e.classifier, 2),
+        ValueError,
+        "RunningBMA(y=...) holds label 5 but this model has 3 classes",
     ),
 ]
 
@@ -380,9 +501,57 @@ MINIMISE = [
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "fragment"), SAMPLE + VALIDATE + MINIMISE + PREDICT)
+@pytest.mark.parametrize(
+    ("call", "error", "fragment"), SAMPLE + VALIDATE + MINIMISE + PREDICT + EVALUATE
+)
 def test_bad_input(shared, call, error, fragment):
     check(call, error, fragment, shared)
+
+
+def test_evaluate_accepts_integral_float_labels_as_compile_does(shared):
+    """Labels 0.0, 1.0, 2.0 are read as 0, 1, 2 (bdl.compile reads y_train so)."""
+    labels = np.arange(N) % 3
+    as_floats = bdl.evaluation.RunningBMA(shared.x, labels.astype(np.float32), batch_size=8)
+    as_ints = bdl.evaluation.RunningBMA(shared.x, labels, batch_size=8)
+    a, b = as_floats.bind(shared.classifier, 2), as_ints.bind(shared.classifier, 2)
+    assert a.y.dtype == b.y.dtype == np.int32
+    np.testing.assert_array_equal(a.y, b.y)
+    assert a.fingerprint() == b.fingerprint()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda e, x: e.compiled.predict(e.draws, x),
+        lambda e, x: e.compiled.predictive(e.draws, x),
+        lambda e, x: e.compiled.log_predictive(e.draws, x, _targets(0.0)),
+    ],
+    ids=["predict", "predictive", "log_predictive"],
+)
+@pytest.mark.parametrize("device", [False, True], ids=["numpy", "device"])
+def test_predicting_on_nan_rows_warns_naming_them(shared, call, device):
+    """A NaN input gives a NaN prediction: predicted, with a warning that names the rows and
+    points at the caller's line; the other rows' predictions are those of the clean inputs."""
+    x = _nan_rows(shared.x, 2, 7)
+    x = jnp.asarray(x) if device else x
+    with pytest.warns(RuntimeWarning) as caught:
+        got = call(shared, x)
+    message = str(caught[0].message)
+    assert "x has NaN or infinite entries in rows 2, 7 (2 of 20)" in message, message
+    assert "np.isfinite(x).all(axis=1)" in message, message
+    assert caught[0].filename == __file__, caught[0].filename
+    mean = np.asarray(got.mean if isinstance(got, tuple) else got)  # a predictive: its mean
+    assert np.isnan(mean[[2, 7]]).all() and np.isfinite(np.delete(mean, [2, 7], 0)).all()
+    with pytest.warns(RuntimeWarning, match="rows 2, 7"):  # again: NaN rows are not remembered
+        call(shared, x)
+
+
+def test_predicting_on_finite_inputs_does_not_warn(shared):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shared.compiled.predict(shared.draws, shared.x)
+        shared.compiled.predict(shared.draws, jnp.asarray(shared.x))
+        shared.compiled.predictive(shared.draws, shared.x, quantiles=())
 
 
 def test_a_numpy_integer_seed_is_a_seed(shared):

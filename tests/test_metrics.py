@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from bad_input import case, check
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
@@ -101,19 +102,132 @@ def test_ece_matches_reference_loop():
     assert float(ece) == pytest.approx(expected, abs=1e-6)
 
 
-def test_classification_shape_errors():
-    with pytest.raises(ValueError, match="labels"):
-        metrics.accuracy(PROBS, LABELS[:3])
-    with pytest.raises(TypeError, match="integer"):
-        metrics.nll(PROBS, LABELS.astype(np.float32))
+# Labels are checked as bdl.compile checks y_train, on the host, before anything compiles
+# (tests/bad_input.py counts the compilations). Unchecked, -1 read the last class, 1.5 was
+# scored as 1, and a label >= K gave NLL NaN beside a finite accuracy, ECE and Brier score.
+
+LABELLED = {
+    "accuracy": metrics.accuracy,
+    "nll": metrics.nll,
+    "ece": metrics.expected_calibration_error,
+    "brier": metrics.brier_score,
+    "bins": metrics.calibration_bins,
+}
+
+
+def _last(value):
+    labels = LABELS.astype(np.float64 if isinstance(value, float) else np.int64)
+    labels[-1] = value
+    return labels
+
+
+BAD_LABELS = [
+    (
+        "negative",
+        _last(-1),
+        ValueError,
+        "labels holds label -1 but probs has 3 classes (labels 0, …, 2): map the labels to 0, "
+        "…, K−1",
+    ),
+    (
+        "beyond the classes",
+        _last(3),
+        ValueError,
+        "labels holds label 3 but probs has 3 classes (labels 0, …, 2): fix the labels, or "
+        "pass probs with 4 columns",
+    ),
+    ("fractional", _last(1.5), ValueError, "labels has non-integer values (1.5)"),
+    ("NaN", _last(np.nan), ValueError, "labels contains 1 NaN or infinite value(s), in row 3"),
+    ("infinite", _last(np.inf), ValueError, "labels contains 1 NaN or infinite value(s)"),
+    (
+        "one short",
+        LABELS[:3],
+        ValueError,
+        "labels of shape (3,) do not match probs of shape (4, 3); expected labels.shape == "
+        "probs.shape[:-1] = (4,)",
+    ),
+    ("one-hot", np.eye(3)[LABELS], ValueError, "labels of shape (4, 3) do not match probs"),
+    ("text", np.array(["0", "2", "2", "1"]), TypeError, "labels must be numeric"),
+]
+
+
+@pytest.mark.parametrize("metric", LABELLED.values(), ids=LABELLED.keys())
+@pytest.mark.parametrize(
+    ("labels", "error", "fragment"),
+    [
+        pytest.param(labels, error, fragment, id=name)
+        for name, labels, error, fragment in BAD_LABELS
+    ],
+)
+def test_bad_labels_are_refused_before_compiling(metric, labels, error, fragment):
+    check(lambda _: metric(PROBS, labels), error, fragment, None)
+
+
+@pytest.mark.parametrize("metric", LABELLED.values(), ids=LABELLED.keys())
+def test_integral_float_and_boolean_labels_are_read_as_integers(metric):
+    """As bdl.compile reads y_train: 2.0 is the label 2, True the label 1."""
+    want = jax.tree.leaves(metric(PROBS, LABELS))
+    for labels in (LABELS.astype(np.float32), jnp.asarray(LABELS, jnp.float32)):
+        for a, b in zip(jax.tree.leaves(metric(PROBS, labels)), want, strict=True):
+            np.testing.assert_array_equal(a, b)
+    binary = np.array([[0.2, 0.8], [0.9, 0.1], [0.4, 0.6]], np.float32)
+    flags = np.array([True, False, False])
+    for a, b in zip(
+        jax.tree.leaves(metric(binary, flags)),
+        jax.tree.leaves(metric(binary, flags.astype(np.int32))),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_metrics_stay_jittable_and_traced_labels_must_be_integers():
+    """Under jit the labels' values are unknown: integer labels are scored as they are (as
+    the running BMA does inside its compiled update), float ones are refused."""
+    jitted = jax.jit(lambda p, y: metrics.nll(p, y) + metrics.expected_calibration_error(p, y))
+    direct = metrics.nll(PROBS, LABELS) + metrics.expected_calibration_error(PROBS, LABELS)
+    assert float(jitted(PROBS, LABELS)) == pytest.approx(float(direct), rel=1e-6)
+    with pytest.raises(TypeError, match=r"labels traced under jax\.jit must have an integer dtype"):
+        jitted(PROBS, LABELS.astype(np.float32))
 
 
 def test_rmse_by_hand():
     # errors 0, 2, -4 -> squares 0, 4, 16 -> mean 20/3 -> sqrt = 2.5820; (3, 1) vs (3,).
     value = metrics.rmse(np.array([[1.0], [2.0], [3.0]]), np.array([1.0, 0.0, 7.0]))
     assert float(value) == pytest.approx(math.sqrt(20 / 3), rel=1e-6)
-    with pytest.raises(ValueError, match="size"):
-        metrics.rmse(np.zeros(3), np.zeros(4))
+    assert float(jax.jit(metrics.rmse)(np.zeros(3), np.full(3, 2.0))) == pytest.approx(2.0)
+
+
+BAD_TARGETS = [
+    case(
+        "NaN target",
+        lambda _: metrics.rmse(np.zeros(3), np.array([1.0, np.nan, 0.0])),
+        ValueError,
+        "targets contains 1 NaN or infinite value(s), in row 1; drop those rows",
+    ),
+    case(
+        "infinite targets",
+        lambda _: metrics.rmse(np.zeros((3, 1)), np.array([[np.inf], [0.0], [-np.inf]])),
+        ValueError,
+        "targets contains 2 NaN or infinite value(s), in rows 0, 2 (2 of 3)",
+    ),
+    case(
+        "one target short",
+        lambda _: metrics.rmse(np.zeros(3), np.zeros(2)),
+        ValueError,
+        "predictions (3,) and targets (2,) differ in size",
+    ),
+    case(
+        "text targets",
+        lambda _: metrics.rmse(np.zeros(2), np.array(["a", "b"])),
+        TypeError,
+        "targets must be numeric",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "fragment"), BAD_TARGETS)
+def test_bad_regression_targets_are_refused_before_compiling(call, error, fragment):
+    check(call, error, fragment, None)
 
 
 # --- divergences, agreement, diversity -------------------------------------------------------

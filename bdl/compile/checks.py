@@ -11,6 +11,7 @@ import numpy as np
 from bdl.data.dataset import Dataset
 from bdl.dsl.likelihoods import Likelihood
 from bdl.dsl.potential import Potential
+from bdl.utils import labels
 from bdl.utils.arguments import shown
 from bdl.utils.trees import describe, path_to_str
 
@@ -30,16 +31,15 @@ def as_dataset(data: Any) -> Dataset:
 
 
 def check_finite(name: str, array: np.ndarray | None) -> None:
+    """Numeric, without NaN or ±inf (the rule :mod:`bdl.utils.labels` applies everywhere)."""
     if array is None:
         return
-    if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
-        raise TypeError(f"data {name} must be numeric; got dtype {array.dtype}.")
-    if np.issubdtype(array.dtype, np.floating) and not np.all(np.isfinite(array)):
-        bad = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
-        raise ValueError(
-            f"data {name} contains {bad} NaN or infinite value(s); clean or impute them before "
-            "compiling (e.g. drop the rows with np.isfinite(x).all(axis=1))."
-        )
+    labels.check_finite(
+        f"data {name}",
+        array,
+        "clean or impute them before compiling (e.g. drop the rows with "
+        "np.isfinite(x).all(axis=1)).",
+    )
 
 
 def check_data(data: Dataset) -> None:
@@ -72,13 +72,7 @@ def targets(likelihood: Likelihood, y: np.ndarray, name: str) -> np.ndarray:
     classifier (integer-valued floats such as ``1.0`` are accepted; ``0.5`` is refused)."""
     if likelihood.task == "regression":
         return np.asarray(y, np.float32)
-    labels = np.asarray(y, np.int32)
-    if not np.all(np.asarray(y) == labels):
-        raise ValueError(
-            f"{type(likelihood).__name__} likelihood needs integer class labels; {name} has "
-            "non-integer values."
-        )
-    return labels
+    return labels.class_labels(y, name, f"{type(likelihood).__name__} likelihood")
 
 
 def check_output(out: Any) -> None:

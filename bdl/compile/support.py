@@ -28,6 +28,7 @@ from numpyro.distributions import constraints
 
 from bdl.compile.data_fields import abstract_inputs
 from bdl.dsl.likelihoods import Likelihood
+from bdl.utils.labels import label_range_message, labels_text, values_text
 
 #: offending values (and rows) listed in a message
 SHOWN = 5
@@ -132,29 +133,13 @@ def _family(likelihood: Likelihood) -> str:
     return repr(likelihood) if hasattr(likelihood, "distribution_fn") else type(likelihood).__name__
 
 
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _values(values: np.ndarray) -> str:
-    """The distinct values, as written in the data (``3 and 7``; the first few of many)."""
-    distinct = np.unique(values)
-    shown = [f"{v:g}" if isinstance(v, float) else str(v) for v in distinct[:SHOWN].tolist()]
-    if distinct.size > SHOWN:
-        return ", ".join(shown) + f", … ({distinct.size} distinct values)"
-    return _and(shown)
-
-
-def _labels(values: np.ndarray) -> str:
-    """``label 3`` or ``labels 3 and 7``."""
-    return f"label{'s' if np.unique(values).size > 1 else ''} {_values(values)}"
-
-
 def _listing(values: np.ndarray, bad: np.ndarray) -> str:
     rows = np.flatnonzero(bad)
     entries = np.asarray(values)[rows].reshape(-1)
     where = ", ".join(str(r) for r in rows[:SHOWN]) + (", …" if rows.size > SHOWN else "")
-    return f"{rows.size} of {bad.size} rows lie outside it (rows {where}), e.g. {_values(entries)}"
+    return (
+        f"{rows.size} of {bad.size} rows lie outside it (rows {where}), e.g. {values_text(entries)}"
+    )
 
 
 def _target_message(
@@ -175,17 +160,12 @@ def _target_message(
             if output.shape and output.shape[-1] == k
             else f"the likelihood has {k} classes"
         )
-        if np.any(outside_values < lower):
-            fix = "map the labels to 0, …, K−1 (e.g. np.unique(y, return_inverse=True)[1])"
-        else:
-            fix = f"fix the labels, or give the network {int(outside_values.max()) + 1} outputs"
-        return (
-            f"{name} holds {_labels(outside_values)} but {have} "
-            f"(labels {int(lower)}, …, {k - 1}): {fix}."
+        return label_range_message(
+            name, outside_values, k, have, "give the network {k} outputs", int(lower)
         )
     if likelihood.task == "classification" and support is constraints.boolean:
         return (
-            f"{name} holds {_labels(outside_values)}; a {_family(likelihood)} "
+            f"{name} holds {labels_text(outside_values)}; a {_family(likelihood)} "
             "likelihood needs labels 0 and 1. Map the two classes to 0 and 1, or use "
             "bdl.Categorical() for more classes."
         )

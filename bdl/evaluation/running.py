@@ -28,7 +28,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from bdl import metrics
+from bdl.compile.prediction_inputs import check_inputs, check_targets, report_nonfinite
+from bdl.compile.support import check_observed
 from bdl.metrics.classification import ECE_BINS
+from bdl.utils import labels as label_rules
 from bdl.utils.owner_jit import owner_jit
 
 PyTree = Any
@@ -42,6 +45,12 @@ REGRESSION_METRICS = ("rmse", "nll")
 @dataclasses.dataclass(frozen=True)
 class RunningBMA:
     """What ``bdl.sample(..., evaluate=RunningBMA(...))`` scores as the draws are produced.
+
+    ``x`` and ``y`` are checked as ``bdl.compile`` checks a test split, before anything is
+    compiled (here what needs no model; against the model in :meth:`bind`, which
+    ``bdl.sample`` calls before the run starts): numeric, one target per input, no NaN or ±inf
+    in either (one NaN prediction or target makes every metric NaN), and for a classifier
+    integral labels among its classes (JAX would read a label −1 as the last class).
 
     Args:
         x: the inputs to score on; default the compiled model's test inputs.
@@ -66,6 +75,8 @@ class RunningBMA:
                 "RunningBMA: give both x and y (inputs and targets to score on), or neither to "
                 "use the compiled model's test split."
             )
+        if self.x is not None:
+            _check_test_data(self.x, self.y)
 
     def bind(self, target: Any, num_chains: int) -> Accumulator:
         """The accumulator of this evaluation on ``target`` for ``num_chains`` chains; checked
@@ -80,7 +91,9 @@ class RunningBMA:
 
         Raises:
             TypeError: ``target`` is not a compiled model (a potential has no predictions).
-            ValueError: no test data, or test data that do not fit the model.
+            ValueError: no test data, or test data that do not fit the model: inputs of other
+                features, targets of another shape, labels outside the model's classes or not
+                integral, targets outside the likelihood's support.
         """
         from bdl.compile.compiled_model import CompiledModel
 
@@ -99,20 +112,8 @@ class RunningBMA:
                 )
             x, y = target.x_test, target.y_test
         else:
-            x, y = jnp.asarray(self.x), jnp.asarray(self.y)
-            if x.shape[1:] != target.x_train.shape[1:] or y.shape[1:] != target.y_train.shape[1:]:
-                raise ValueError(
-                    f"RunningBMA(x, y): inputs {x.shape} and targets {y.shape} do not match the "
-                    f"training data's {target.x_train.shape} and {target.y_train.shape} beyond "
-                    "the first axis."
-                )
-            if x.shape[0] != y.shape[0] or x.shape[0] == 0:
-                raise ValueError(
-                    f"RunningBMA(x, y): x has {x.shape[0]} inputs and y {y.shape[0]} targets; "
-                    "give the same number, at least one."
-                )
-            y = y.astype(target.y_train.dtype)
-        n = int(x.shape[0])
+            x, y = self._checked(target)
+        n = int(np.shape(x)[0])
         size = min(self.batch_size, n)
         batches = -(-n // size)
         pad = batches * size - n
@@ -130,6 +131,47 @@ class RunningBMA:
             num_bins=self.num_bins,
             classification=target.likelihood.task == "classification",
         )
+
+    def _checked(self, target: Any) -> tuple[Any, np.ndarray]:
+        """``x`` and ``y`` checked against ``target`` as ``bdl.compile`` checks ``y_test``; the
+        targets in the dtype the model scores (int32 labels for a classifier)."""
+        x_shape, y_shape = np.shape(self.x), np.shape(self.y)
+        if x_shape[1:] != target.x_train.shape[1:] or y_shape[1:] != target.y_train.shape[1:]:
+            raise ValueError(
+                f"RunningBMA(x, y): inputs {x_shape} and targets {y_shape} do not match the "
+                f"training data's {target.x_train.shape} and {target.y_train.shape} beyond "
+                "the first axis."
+            )
+        check_inputs(target, self.x, "RunningBMA(x=...)", nonfinite="raise")
+        y = check_targets(target, self.x, self.y, "RunningBMA(y=...)")
+        probe = jax.ShapeDtypeStruct((min(len(y), 2), *x_shape[1:]), target.x_train.dtype)
+        out = jax.eval_shape(target.forward, target.initial_position, probe)
+        check_observed(target.likelihood, out, y, "RunningBMA(y=...)")
+        return self.x, np.asarray(y, target.y_train.dtype)
+
+
+def _check_test_data(x: Any, y: Any) -> None:
+    """What :class:`RunningBMA` can check of its ``x`` and ``y`` without the model: numeric,
+    as many targets as inputs (at least one), neither with NaN or ±inf."""
+    for name, values in (("RunningBMA(x=...)", x), ("RunningBMA(y=...)", y)):
+        if isinstance(values, jax.core.Tracer):
+            raise TypeError(f"{name} must be an array, not a value traced under jax.jit.")
+        dtype = values.dtype if hasattr(values, "dtype") else np.asarray(values).dtype
+        label_rules.check_numeric(name, np.empty(0, dtype))
+        if np.ndim(values) == 0:
+            raise ValueError(f"{name} must have a leading axis of examples; got a scalar.")
+    if np.shape(x)[0] != np.shape(y)[0] or np.shape(x)[0] == 0:
+        raise ValueError(
+            f"RunningBMA(x, y): x has {np.shape(x)[0]} inputs and y {np.shape(y)[0]} targets; "
+            "give the same number, at least one."
+        )
+    rows = label_rules.nonfinite_rows(np.asarray(x))
+    report_nonfinite("RunningBMA(x=...)", rows, np.shape(x)[0], "raise")
+    label_rules.check_finite(
+        "RunningBMA(y=...)",
+        np.asarray(y),
+        "drop those rows first, e.g. keep = np.isfinite(y); x[keep], y[keep].",
+    )
 
 
 class BMAState(NamedTuple):

@@ -5,6 +5,13 @@ Every function takes predictive class probabilities ``probs`` shaped ``(..., K)`
 integer ``labels`` shaped ``(...)``, and averages over all inputs (every leading axis). All are
 pure ``jax.numpy`` and jittable (``num_bins`` and ``eps`` are static).
 
+The labels are checked first, on the host, by the rules ``bdl.compile`` applies to ``y_train``
+(:mod:`bdl.utils.labels`): one label per row of ``probs``, finite, integral (``1.0`` is read as
+1, ``1.5`` refused) and within 0, …, K−1. A bad label is a ``ValueError`` (a non-numeric one a
+``TypeError``) naming ``labels``, raised before anything is compiled: JAX would otherwise read
+−1 as the last class and score the NLL of a label ≥ K as NaN beside a finite accuracy. Under
+``jax.jit`` the values cannot be read, so traced labels must have an integer dtype.
+
 * :func:`accuracy` — (1/n) Σ_i 1[argmax_k p_ik = y_i].
 * :func:`nll` — (1/n) Σ_i −log max(p_{i,y_i}, eps), eps = 1e-12 (the clip keeps a zero
   probability finite: at most −log(1e-12) ≈ 27.63 nats per input).
@@ -25,8 +32,9 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from bdl.metrics._utils import PROB_EPS, as_float, check_probs_labels, safe_log
+from bdl.metrics._utils import PROB_EPS, as_float, checked_labels, safe_log
 
 __all__ = [
     "accuracy",
@@ -40,17 +48,6 @@ __all__ = [
 ECE_BINS: int = 15
 
 
-def _prepare(
-    probs: jax.typing.ArrayLike, labels: jax.typing.ArrayLike
-) -> tuple[jax.Array, jax.Array]:
-    probs, labels = as_float(probs), jnp.asarray(labels)
-    check_probs_labels(probs, labels)
-    if not jnp.issubdtype(labels.dtype, jnp.integer):
-        raise TypeError(f"labels must be integer class indices, got dtype {labels.dtype}.")
-    return probs, labels
-
-
-@jax.jit
 def accuracy(probs: jax.typing.ArrayLike, labels: jax.typing.ArrayLike) -> jax.Array:
     """Top-1 accuracy (1/n) Σ_i 1[argmax_k p_ik = y_i].
 
@@ -58,16 +55,20 @@ def accuracy(probs: jax.typing.ArrayLike, labels: jax.typing.ArrayLike) -> jax.A
 
     Args:
         probs: predictive probabilities ``(..., K)``.
-        labels: integer labels ``(...)``.
+        labels: integer labels ``(...)``, checked (module docstring).
 
     Returns:
         Scalar accuracy in [0, 1].
     """
-    probs, labels = _prepare(probs, labels)
+    return _accuracy(probs, checked_labels(probs, labels, "accuracy"))
+
+
+@jax.jit
+def _accuracy(probs: jax.typing.ArrayLike, labels: jax.Array) -> jax.Array:
+    probs = as_float(probs)
     return jnp.mean((jnp.argmax(probs, axis=-1) == labels).astype(probs.dtype))
 
 
-@partial(jax.jit, static_argnames=("eps",))
 def nll(
     probs: jax.typing.ArrayLike, labels: jax.typing.ArrayLike, eps: float = PROB_EPS
 ) -> jax.Array:
@@ -79,18 +80,22 @@ def nll(
 
     Args:
         probs: predictive probabilities ``(..., K)``.
-        labels: integer labels ``(...)``.
+        labels: integer labels ``(...)``, checked (module docstring).
         eps: lower clip of p_{i,y_i}.
 
     Returns:
         Scalar mean NLL in nats.
     """
-    probs, labels = _prepare(probs, labels)
+    return _nll(probs, checked_labels(probs, labels, "nll"), eps)
+
+
+@partial(jax.jit, static_argnames=("eps",))
+def _nll(probs: jax.typing.ArrayLike, labels: jax.Array, eps: float) -> jax.Array:
+    probs = as_float(probs)
     p_true = jnp.take_along_axis(probs, labels[..., None], axis=-1)[..., 0]
     return -jnp.mean(safe_log(p_true, eps))
 
 
-@partial(jax.jit, static_argnames=("num_bins",))
 def calibration_bins(
     probs: jax.typing.ArrayLike, labels: jax.typing.ArrayLike, num_bins: int = ECE_BINS
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -102,7 +107,7 @@ def calibration_bins(
 
     Args:
         probs: predictive probabilities ``(..., K)``.
-        labels: integer labels ``(...)``.
+        labels: integer labels ``(...)``, checked (module docstring).
         num_bins: B.
 
     Returns:
@@ -110,9 +115,20 @@ def calibration_bins(
         mean of 1[ŷ_i = y_i] over the bin and conf(I_b) = mean c_i over the bin (0 for empty
         bins).
     """
-    if num_bins < 1:
-        raise ValueError(f"num_bins must be positive, got {num_bins}.")
-    probs, labels = _prepare(probs, labels)
+    _check_bins(num_bins)
+    return _calibration_bins(probs, checked_labels(probs, labels, "calibration_bins"), num_bins)
+
+
+def _check_bins(num_bins: int) -> None:
+    if not isinstance(num_bins, int | np.integer) or isinstance(num_bins, bool) or num_bins < 1:
+        raise ValueError(f"num_bins must be a positive integer, got {num_bins!r}.")
+
+
+@partial(jax.jit, static_argnames=("num_bins",))
+def _calibration_bins(
+    probs: jax.typing.ArrayLike, labels: jax.Array, num_bins: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    probs = as_float(probs)
     probs, labels = probs.reshape(-1, probs.shape[-1]), labels.reshape(-1)
     confidence = jnp.max(probs, axis=-1)
     correct = (jnp.argmax(probs, axis=-1) == labels).astype(probs.dtype)
@@ -126,7 +142,6 @@ def calibration_bins(
     return counts, sum_correct / denom, sum_conf / denom
 
 
-@partial(jax.jit, static_argnames=("num_bins",))
 def expected_calibration_error(
     probs: jax.typing.ArrayLike, labels: jax.typing.ArrayLike, num_bins: int = ECE_BINS
 ) -> jax.Array:
@@ -139,17 +154,25 @@ def expected_calibration_error(
 
     Args:
         probs: predictive probabilities ``(..., K)``.
-        labels: integer labels ``(...)``.
+        labels: integer labels ``(...)``, checked (module docstring).
         num_bins: B.
 
     Returns:
         Scalar ECE in [0, 1].
     """
-    counts, acc, conf = calibration_bins(probs, labels, num_bins)
+    _check_bins(num_bins)
+    labels = checked_labels(probs, labels, "expected_calibration_error")
+    return _expected_calibration_error(probs, labels, num_bins)
+
+
+@partial(jax.jit, static_argnames=("num_bins",))
+def _expected_calibration_error(
+    probs: jax.typing.ArrayLike, labels: jax.Array, num_bins: int
+) -> jax.Array:
+    counts, acc, conf = _calibration_bins(probs, labels, num_bins)
     return jnp.sum(counts / jnp.sum(counts) * jnp.abs(acc - conf))
 
 
-@jax.jit
 def brier_score(probs: jax.typing.ArrayLike, labels: jax.typing.ArrayLike) -> jax.Array:
     """Multi-class Brier score (1/n) Σ_i Σ_k (p_ik − 1[y_i = k])² (Brier 1950).
 
@@ -159,11 +182,16 @@ def brier_score(probs: jax.typing.ArrayLike, labels: jax.typing.ArrayLike) -> ja
 
     Args:
         probs: predictive probabilities ``(..., K)``.
-        labels: integer labels ``(...)``.
+        labels: integer labels ``(...)``, checked (module docstring).
 
     Returns:
         Scalar Brier score.
     """
-    probs, labels = _prepare(probs, labels)
+    return _brier_score(probs, checked_labels(probs, labels, "brier_score"))
+
+
+@jax.jit
+def _brier_score(probs: jax.typing.ArrayLike, labels: jax.Array) -> jax.Array:
+    probs = as_float(probs)
     onehot = jax.nn.one_hot(labels, probs.shape[-1], dtype=probs.dtype)
     return jnp.mean(jnp.sum((probs - onehot) ** 2, axis=-1))

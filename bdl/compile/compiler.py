@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bdl.augment.base import as_augmentation, check_augmentation
+from bdl.compile import gradient_check
 from bdl.compile.checks import (
     as_dataset,
     check_batch_size,
@@ -34,6 +35,9 @@ from bdl.dsl.temperature import as_schedule
 from bdl.utils import arguments
 from bdl.utils.trees import path_to_str
 
+#: how the hidden-gradient check is turned off, in its message
+SWITCH = "bdl.compile(..., check_gradient=False)"
+
 
 def compile(
     model: Model | Potential,
@@ -42,6 +46,7 @@ def compile(
     batch_size: int | None = None,
     seed: int = 0,
     augment: Any = None,
+    check_gradient: bool = True,
 ) -> CompiledModel | CompiledPotential:
     """Compile a declaration into pure JAX functions (energy, stochastic gradient, predictive…).
 
@@ -54,6 +59,9 @@ def compile(
         seed: seed of the network's first initialisation.
         augment: data augmentation of the minibatches, ``augment(key, x) -> x`` on one example
             (:mod:`bdl.augment`), when the model does not declare one itself.
+        check_gradient: check, at the start position, that the autodiff gradient sees how the
+            energy changes (:mod:`bdl.compile.gradient_check`); ``False`` skips it, for an
+            energy whose gradient is meant to miss part of it.
 
     All checks (shapes, labels, NaN/inf, batch size, output shape vs likelihood) run here, before
     anything is compiled, and raise ``ValueError``/``TypeError`` naming the argument.
@@ -65,10 +73,11 @@ def compile(
 
     Raises:
         ValueError: data missing, malformed or not finite, a batch size outside 1..n, targets
-            outside the likelihood's support, or a network output that does not fit the
-            likelihood.
-        TypeError: ``model`` is not a :class:`bdl.Model` or :class:`bdl.Potential`, or data of
-            the wrong kind.
+            outside the likelihood's support, a network output that does not fit the
+            likelihood, or a gradient that does not see how the energy changes (rounding, an
+            integer cast, ``jax.lax.stop_gradient`` in the network).
+        TypeError: ``model`` is not a :class:`bdl.Model` or :class:`bdl.Potential`, data of
+            the wrong kind, or ``check_gradient`` not a bool.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -88,6 +97,10 @@ def compile(
         True
     """
     seed = arguments.seed(seed, "compile(seed=...)")
+    if not isinstance(check_gradient, bool):
+        raise TypeError(
+            f"compile(check_gradient=...) must be True or False; got {check_gradient!r}."
+        )
     if isinstance(model, Potential):
         if data is not None:
             raise ValueError("compile(potential, data=...): a Potential takes no data.")
@@ -96,13 +109,16 @@ def compile(
         init = model.init
         start = init(jax.random.key(seed)) if callable(init) else init
         check_potential(model, start)
-        return CompiledPotential(
+        compiled = CompiledPotential(
             initial_position=jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), start),
             n=1,
             name=model.name,
             potential=model,
             temperature_schedule=as_schedule(model.temperature),
         )
+        if check_gradient:
+            gradient_check.check_gradient(compiled, SWITCH)
+        return compiled
     if not isinstance(model, Model):
         raise TypeError(
             f"compile() needs a bdl.Model or bdl.Potential; got {type(model).__name__}."
@@ -209,7 +225,10 @@ def compile(
         position = compiled.unconstrain(adapter.params, lik)
     else:
         position = compiled.unconstrain(adapter.params)
-    return _replace_initial(compiled, position)
+    compiled = _replace_initial(compiled, position)
+    if check_gradient:
+        gradient_check.check_gradient(compiled, SWITCH)
+    return compiled
 
 
 def _replace_initial(compiled: CompiledModel, position: Any) -> CompiledModel:

@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 #: public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     "Bernoulli": "bdl.dsl",
+    "BiasWarning": "bdl.sampling",
     "ByPath": "bdl.dsl",
     "Categorical": "bdl.dsl",
     "CompiledModel": "bdl.compile",
@@ -54,6 +55,7 @@ _SUBMODULES = ("augment", "diagnostics", "kernels", "layers", "metrics")
 
 __all__ = [
     "Bernoulli",
+    "BiasWarning",
     "ByPath",
     "Categorical",
     "CompiledModel",
@@ -140,6 +142,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         linear_ramp,
     )
     from bdl.sampling import (
+        BiasWarning,
         ConvergenceWarning,
         DivergenceWarning,
         RunawayWarning,

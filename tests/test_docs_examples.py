@@ -1,6 +1,6 @@
 """The code in README.md and the runnable blocks of docs/ execute as written (so they cannot rot).
 
-* README.md: its ```python block runs with the long run ``num_steps=5_000, burn_in=1_000,
+* README.md: its ```python block runs with the long run ``num_steps=10_000, burn_in=2_000,
   thin=100`` replaced by a short one, in a temporary directory, and must print a labelled test
   accuracy in [0, 1] and the convergence verdict, and write its run report.
 * docs/*.md: every ```python block directly preceded by the line ``<!-- runnable -->`` runs in a
@@ -30,7 +30,7 @@ RUNNABLE_DOCS = (
     "docs/scaling.md",
 )
 MARKER = "<!-- runnable -->"
-README_RUN = "num_steps=5_000, burn_in=1_000, thin=100"
+README_RUN = "num_steps=10_000, burn_in=2_000, thin=100"
 SHORT_RUN = "num_steps=400, burn_in=200, thin=50"
 
 _FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -81,6 +81,7 @@ def test_readme_example_runs(tmp_path, monkeypatch):
     assert 0.0 <= accuracy <= 1.0
     assert accuracy > 0.5  # 10 classes: chance is 0.1; a short SGHMC run reaches ~0.9
     assert re.search(r"^convergence: (ok|NOT CONVERGED): max R̂", printed, re.M), printed
+    assert re.search(r"^bias: (ok|BIASED): configurational temperature", printed, re.M), printed
     assert (tmp_path / "run.html").stat().st_size > 10_000
 
 

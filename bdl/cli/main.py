@@ -31,6 +31,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_DIVERGED = 3
 EXIT_NOT_CONVERGED = 4  # bdl.cli.summary.NOT_CONVERGED, which bdl sample returns
+EXIT_BIASED = 5  # bdl.cli.summary.BIASED, which bdl sample returns
 EXIT_INTERRUPTED = 130
 EXIT_PIPE_CLOSED = 141
 
@@ -44,6 +45,9 @@ exit status:
   3    a chain diverged (bdl sample: the draws are still summarised and saved)
   4    not converged (bdl sample: R-hat, bulk or tail ESS outside Vehtari et al.'s
        thresholds, or a stuck chain; the draws are still summarised and saved)
+  5    biased (bdl sample: the chains mixed, but the Stein identities of the target fail
+       beyond their Monte Carlo error: the draws are too wide, too narrow or shifted;
+       they are still summarised and saved)
   130  interrupted (Ctrl-C): bdl sample first summarises and saves the draws it has
   141  the output pipe was closed early (e.g. `bdl kernels | head`)
 

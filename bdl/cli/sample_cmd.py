@@ -4,7 +4,8 @@ Every argument is checked before anything is compiled. Ctrl-C (or SIGTERM) at an
 command with status 130; once sampling has started, the draws collected so far are first
 summarised (and saved with ``--out``), and with ``--checkpoint`` the run's state is kept so that
 ``bdl sample --resume DIR`` goes on where it stopped. The exit status says how the run went
-(docs/cli.md): 0, 3 when a chain diverged, 4 when the draws failed the convergence check.
+(docs/cli.md): 0, 3 when a chain diverged, 4 when the draws failed the convergence check's
+mixing criteria, 5 when they mixed but failed its bias check.
 """
 
 from __future__ import annotations

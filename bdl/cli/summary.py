@@ -31,8 +31,12 @@ from bdl.validation.summary import (
 #: bdl.cli.main's EXIT_NOT_CONVERGED, repeated here because main stays light and imports no
 #: module that imports JAX
 NOT_CONVERGED = 4
+#: the exit status of a run whose draws mixed but failed the bias check (bdl.cli.main's
+#: EXIT_BIASED)
+BIASED = 5
 
 __all__ = [
+    "BIASED",
     "MIN_DRAWS",
     "NOT_CONVERGED",
     "SHOWN",
@@ -61,28 +65,36 @@ def summary_lines(target: Any, samples: Any, labels: dict[str, Any] | None = Non
 
 def convergence_lines(samples: Any) -> list[str]:
     """The convergence verdict of ``samples`` (:class:`bdl.diagnostics.convergence.Convergence`):
-    the worst R̂ and ESS on one line, then the stuck chains, one line each; nothing when there is
-    no verdict. What failed, and what to do, :func:`exit_status` reports."""
+    the worst R̂ and ESS on one line, then the stuck chains, one line each, then the bias check's
+    line; nothing when there is no verdict. What failed, and what to do, :func:`exit_status`
+    reports."""
     verdict = getattr(samples, "convergence", None)
     if verdict is None:
         return []
-    return [verdict.summary(), *(f"  {stuck}" for stuck in verdict.stuck)]
+    bias = [] if verdict.bias is None else [verdict.bias.summary()]
+    return [verdict.summary(), *(f"  {stuck}" for stuck in verdict.stuck), *bias]
 
 
 def exit_status(samples: Any) -> int:
     """``bdl sample``'s exit status: 130 interrupted, else 3 when a chain diverged, ran away or
-    ran hot (``samples.runaway``), else
-    :data:`NOT_CONVERGED` (4) when the draws failed the convergence check, else 0; the
-    divergence and the failed verdict are reported on stderr first."""
+    ran hot (``samples.runaway``), else :data:`NOT_CONVERGED` (4) when the draws failed the
+    convergence check's mixing criteria, else :data:`BIASED` (5) when they mixed but failed its
+    bias check, else 0; what failed is reported on stderr first."""
     if samples.interrupted:
         return 130
-    unconverged = samples.convergence is not None and not samples.convergence.ok
+    verdict = samples.convergence
+    unconverged = verdict is not None and not verdict.mixing_ok
+    biased = verdict is not None and verdict.biased
     if unconverged:
-        print(f"bdl sample: warning: {samples.convergence.report()}", file=sys.stderr)
+        print(f"bdl sample: warning: {verdict.report()}", file=sys.stderr)
+    if biased:
+        print(f"bdl sample: warning: {verdict.bias.report()}", file=sys.stderr)
     if np.any(samples.diverged):
         print(f"bdl sample: warning: {samples.divergence_report()}", file=sys.stderr)
     if np.any(samples.runaway):
         print(f"bdl sample: warning: {samples.runaway_report()}", file=sys.stderr)
     if np.any(samples.diverged) or np.any(samples.runaway):
         return 3
-    return NOT_CONVERGED if unconverged else 0
+    if unconverged:
+        return NOT_CONVERGED
+    return BIASED if biased else 0

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         default = Path("bdl-output") / f"validate_{target.name}_{args.kernel}.html"
         write_report(report.samples, args.report, target, report, default)
     verdict = report.samples.convergence
-    if verdict is not None and not verdict.ok:  # the failing rows' reason, and what to change
+    if verdict is not None and not verdict.mixing_ok:  # the failing rows' reason, what to change
         print(
             f"bdl validate: the kernel's run was not compared: {verdict.report()}", file=sys.stderr
         )

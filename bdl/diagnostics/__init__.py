@@ -6,7 +6,11 @@
   in NumPy, and the rank R̂, bulk and tail ESS of many quantities in one call.
 * :mod:`bdl.diagnostics.convergence` — the verdict every ``bdl.sample`` run gets (R̂ < 1.01, bulk
   and tail ESS ≥ 100 per chain), with :mod:`bdl.diagnostics.stuck`, the chains that stopped
-  moving.
+  moving, and its bias part.
+* :mod:`bdl.diagnostics.stein` — Stein identities of π_T estimated from the draws with full-data
+  gradients at some of them: each coordinate's mean error and spread ratio, with standard errors.
+* :mod:`bdl.diagnostics.bias` — the bias verdict on them (:func:`assess_bias`): tolerances,
+  multiple-testing control, the findings a ``BiasWarning`` names.
 * :mod:`bdl.diagnostics.temperatures` — kinetic temperature with its χ² band and configurational
   temperature per parameter group (Wenzel et al. 2020, App. I).
 
@@ -14,6 +18,7 @@ Draws are arrays shaped ``(chains, draws, *event)``; apply the chain diagnostics
 ``samples.positions`` with ``jax.tree.map(ess_bulk, samples.positions)``.
 """
 
+from bdl.diagnostics.bias import Bias, assess_bias
 from bdl.diagnostics.chains import (
     bulk_rhat,
     effective_sample_size,
@@ -23,6 +28,7 @@ from bdl.diagnostics.chains import (
     split_rhat,
     tail_rhat,
 )
+from bdl.diagnostics.stein import SteinEstimates, stein_estimates
 from bdl.diagnostics.temperatures import (
     GroupTemperature,
     TemperatureReport,
@@ -36,8 +42,11 @@ from bdl.diagnostics.temperatures import (
 )
 
 __all__ = [
+    "Bias",
     "GroupTemperature",
+    "SteinEstimates",
     "TemperatureReport",
+    "assess_bias",
     "bulk_rhat",
     "configurational_temperature",
     "effective_sample_size",
@@ -50,6 +59,7 @@ __all__ = [
     "parameter_groups",
     "rank_rhat",
     "split_rhat",
+    "stein_estimates",
     "tail_rhat",
     "temperature_report",
 ]

@@ -18,6 +18,10 @@ held-out inputs):
 * A monitored quantity that is not finite in some draw fails it (one that is NaN in every draw
   is undefined by construction, as the mean of a Student-t with ν ≤ 1, and is left out).
 
+Those criteria are the verdict's *mixing* part (:attr:`Convergence.mixing_ok`). Its *bias* part,
+:attr:`Convergence.bias`, asks whether the draws follow π_T at all (:mod:`bdl.diagnostics.bias`):
+chains can mix perfectly around the wrong law. :attr:`Convergence.ok` needs both.
+
 Quantities that are constant over every draw of every chain have no R̂ and are left out (a
 predicted probability saturated at 1.0); whether a chain is frozen is the stuck-chain rule's
 question. :func:`assess` returns the verdict, a :class:`Convergence`.
@@ -32,7 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from bdl.diagnostics.bias import Bias
 from bdl.diagnostics.rank_normalised import MIN_DRAWS, rank_diagnostics
+from bdl.diagnostics.stability import Stability
 from bdl.diagnostics.stuck import StuckChain
 
 __all__ = ["ESS_PER_CHAIN", "RHAT_MAX", "Convergence", "assess"]
@@ -50,7 +56,8 @@ class Convergence:
     """Whether a run's draws can be trusted, and why not.
 
     Attributes:
-        ok: every criterion holds (module docstring).
+        ok: every criterion holds: the chains mixed (:attr:`mixing_ok`) and the bias check, when
+            it ran, found nothing (:attr:`bias`).
         space: ``"parameter"`` (the sampled coordinates) or ``"function"`` (a network's
             predictions on held-out inputs): what was monitored.
         chains: chains checked (those that never diverged); draws: draws per chain.
@@ -62,6 +69,12 @@ class Convergence:
         stuck: the chains that stopped moving (:class:`bdl.diagnostics.stuck.StuckChain`).
         nonfinite: monitored quantities with a non-finite draw; nonfinite_at: the first.
         rhat_max, ess_per_chain: the thresholds applied.
+        bias: the bias check of the draws (:class:`bdl.diagnostics.bias.Bias`), or ``None`` when
+            it did not run (no target to take gradients of, a verdict made before it existed).
+        saturated: a classifier's held-out points left out because their probability of the
+            label hardly moves (:data:`bdl.sampling.monitored.SATURATED`).
+        stability: a classifier's BMA, first half of the draws against the second
+            (:class:`bdl.diagnostics.stability.Stability`); reported, not a criterion.
     """
 
     ok: bool
@@ -81,6 +94,25 @@ class Convergence:
     nonfinite_at: str = ""
     rhat_max: float = RHAT_MAX
     ess_per_chain: float = ESS_PER_CHAIN
+    bias: Bias | None = None
+    saturated: int = 0
+    stability: Stability | None = None
+
+    @property
+    def mixing_ok(self) -> bool:
+        """R̂, the bulk and tail ESS, the stuck-chain rules and finiteness hold."""
+        return not self.problems()
+
+    @property
+    def biased(self) -> bool:
+        """The bias check ran and failed."""
+        return self.bias is not None and not self.bias.ok
+
+    def with_bias(self, bias: Bias | None) -> Convergence:
+        """This verdict with its bias part set (and :attr:`ok` updated)."""
+        return dataclasses.replace(
+            self, bias=bias, ok=self.mixing_ok and (bias is None or bias.ok)
+        )
 
     @property
     def min_ess(self) -> float:
@@ -88,7 +120,7 @@ class Convergence:
         return self.ess_per_chain * self.chains
 
     def problems(self) -> list[str]:
-        """The failed criteria, one line each (empty when :attr:`ok`)."""
+        """The failed mixing criteria, one line each (empty when :attr:`mixing_ok`)."""
         out = []
         if self.draws < MIN_DRAWS:
             out.append(
@@ -140,24 +172,39 @@ class Convergence:
         return "; ".join(steps)
 
     def summary(self) -> str:
-        """One line: the verdict, the worst R̂ and ESS, and what was checked."""
+        """One line: the mixing verdict, the worst R̂ and ESS, and what was checked (the bias
+        part has its own line, :meth:`bdl.diagnostics.bias.Bias.summary`)."""
         worst = [
             f"max R̂ {_fmt(self.max_rhat, '.4f')} ({self.max_rhat_at or '-'})",
             f"min bulk ESS {_fmt(self.min_ess_bulk, '.0f')} ({self.min_ess_bulk_at or '-'})",
             f"min tail ESS {_fmt(self.min_ess_tail, '.0f')} ({self.min_ess_tail_at or '-'})",
         ]
         what = "coordinates" if self.space == "parameter" else "predictions"
+        if self.space == "function" and self.saturated:
+            what = f"predictions ({self.saturated} saturated test points left out)"
         return (
-            f"convergence: {'ok' if self.ok else 'NOT CONVERGED'}: "
+            f"convergence: {'ok' if self.mixing_ok else 'NOT CONVERGED'}: "
             + ", ".join(worst)
             + f"; over {self.quantities} of {self.of} {what} ({self.space} space), "
             f"{self.chains} chain{'s' if self.chains != 1 else ''} × {self.draws} draws; "
             f"needs R̂ < {self.rhat_max} and ESS ≥ {self.min_ess:.0f}"
         )
 
+    def lines(self) -> list[str]:
+        """The verdict as printed. For a network, the evidence that says most first: whether the
+        chains reached π_T (the bias line, which leads with their configurational temperature),
+        then how the predictions mix, then the BMA's stability; otherwise the mixing line, then
+        the bias line."""
+        bias = [self.bias.summary()] if self.bias is not None else []
+        stability = [self.stability.summary()] if self.stability is not None else []
+        if self.space == "function":
+            return [*bias, self.summary(), *stability]
+        return [self.summary(), *bias, *stability]
+
     def report(self) -> str:
-        """The warning's text: what failed and what to do ('' when :attr:`ok`)."""
-        if self.ok:
+        """The convergence warning's text: what failed in mixing and what to do ('' when
+        :attr:`mixing_ok`; the bias part has :meth:`bdl.diagnostics.bias.Bias.report`)."""
+        if self.mixing_ok:
             return ""
         return (
             "the draws have not converged: "
@@ -174,6 +221,8 @@ class Convergence:
             value = getattr(self, field.name)
             if field.name == "stuck":
                 value = [[s.chain, s.detail] for s in value]
+            elif field.name in ("bias", "stability"):
+                value = None if value is None else value.as_dict()
             elif isinstance(value, float) and not math.isfinite(value):
                 value = str(value)
             out[field.name] = value
@@ -185,6 +234,9 @@ class Convergence:
         names = {f.name: f for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
         values["stuck"] = tuple(StuckChain(int(c), str(d)) for c, d in data.get("stuck", []))
+        bias, stability = data.get("bias"), data.get("stability")
+        values["bias"] = None if bias is None else Bias.from_dict(bias)
+        values["stability"] = None if stability is None else Stability.from_dict(stability)
         for key, value in values.items():
             if isinstance(value, str) and names[key].type == "float":
                 values[key] = float(value)
@@ -198,6 +250,8 @@ def assess(
     space: str,
     of: int | None = None,
     stuck: Sequence[StuckChain] = (),
+    saturated: int = 0,
+    stability: Stability | None = None,
 ) -> Convergence:
     """The verdict on monitored quantities ``values`` ``(chains, draws, k)`` named ``names``.
 
@@ -207,6 +261,8 @@ def assess(
         space: what they are, ``"parameter"`` or ``"function"``.
         of: how many quantities there were to choose from (default ``k``).
         stuck: the stuck chains found (:mod:`bdl.diagnostics.stuck`).
+        saturated: quantities left out before as saturated (reported).
+        stability: the BMA's stability (reported).
     """
     x = np.asarray(values, dtype=np.float64)
     chains, draws, k = x.shape
@@ -237,6 +293,8 @@ def assess(
         stuck=tuple(stuck),
         nonfinite=int(bad.size),
         nonfinite_at=names[bad[0]] if bad.size else "",
+        saturated=int(saturated),
+        stability=stability,
     )
     return dataclasses.replace(verdict, ok=not verdict.problems())
 

@@ -20,6 +20,7 @@ __all__ = ["FIGURES", "SECTIONS", "figure", "note", "page", "section", "table"]
 SECTIONS: dict[str, str] = {
     "settings": "Run settings and provenance",
     "convergence": "Convergence: R̂, ESS and the verdict",
+    "bias": "Bias: do the draws follow the target? (Stein identities)",
     "traces": "Traces and rank plots",
     "chains": "Chains: divergences and run-aways",
     "adapted": "Adapted hyper-parameters per chain",

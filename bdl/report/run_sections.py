@@ -80,8 +80,8 @@ def convergence_parts(samples: Any, found: Quantities | None, what: str, shown: 
             )
         ]
     else:
-        parts = [paragraph(verdict.summary(), "ok" if verdict.ok else "fail")]
-        if not verdict.ok:
+        parts = [paragraph(verdict.summary(), "ok" if verdict.mixing_ok else "fail")]
+        if not verdict.mixing_ok:
             parts.append(table(["failed criterion"], [[p] for p in verdict.problems()]))
             parts.append(paragraph("To do: " + verdict.advice() + "."))
     if found is None:
@@ -95,6 +95,39 @@ def convergence_parts(samples: Any, found: Quantities | None, what: str, shown: 
     need = 100 * found.chains.size
     parts.append(table(["quantity (worst R̂ first)", "R̂", "bulk ESS", "tail ESS"], rows))
     parts.append(note(f"thresholds: R̂ < 1.01, bulk and tail ESS ≥ {need} (100 per chain)."))
+    return parts
+
+
+def bias_parts(samples: Any) -> list[str]:
+    """The bias part of the verdict (``samples.convergence.bias``): its line, the failed tests
+    with their values and standard errors, and what to change."""
+    verdict = getattr(samples, "convergence", None)
+    bias = None if verdict is None else getattr(verdict, "bias", None)
+    if bias is None:
+        return [
+            note(
+                "no bias check: it needs the model (full-data gradients at the draws) and draws "
+                "at a temperature above 0; a file written before bdl checked bias has none."
+            )
+        ]
+    parts = [paragraph(bias.summary(), "ok" if bias.ok else "fail")]
+    if bias.findings:
+        rows = [
+            [f.kind, f.at or "(pooled)", f.family or "-", f.value, f.se, f.limit]
+            for f in bias.findings
+        ]
+        parts.append(
+            table(["failed statistic", "coordinate", "test function", "value", "se", "limit"], rows)
+        )
+        parts.append(paragraph(bias.report()))
+    parts.append(
+        note(
+            "spread: the ratio of the draws' spread to the target's implied by the Stein identity "
+            "E[φ(θ_i)·u_i] = E[φ'(θ_i)] (1: right); mean: the mean's error in the target's sds "
+            "(0: right). Limits: the tolerance plus the quantile of the run's 5 % false-alarm "
+            "rate times the standard error (docs/troubleshooting.md, 'The draws are biased')."
+        )
+    )
     return parts
 
 

@@ -1,8 +1,9 @@
 """The quantities a report plots, and their per-chain traces and rank plots.
 
 What is monitored is what the convergence check monitors (:mod:`bdl.sampling.convergence`): a
-network's predictions on held-out inputs, each chain centred at its own mean (weights in function
-space: hidden units permute between chains), any other model's sampled coordinates. Of those, the
+network's predictions on held-out inputs (:func:`bdl.sampling.monitored.verdict_quantities`),
+each chain centred at its own mean (weights in function space: hidden units permute between
+chains), any other model's sampled coordinates. Of those, the
 report plots the few with the largest R̂, so that a report of a network stays small and fast.
 The plots are ArviZ's (``plot_trace``, ``plot_rank``); divergences and run-away chains are
 marked on the traces at the draw where they happened.
@@ -17,7 +18,7 @@ import jax
 import numpy as np
 
 from bdl.diagnostics.rank_normalised import rank_diagnostics
-from bdl.sampling.monitored import default_space, function_quantities, parameter_quantities
+from bdl.sampling.monitored import default_space, parameter_quantities, verdict_quantities
 
 #: quantities whose R̂ and ESS the report computes (the worst of them are plotted)
 BUDGET = 256
@@ -77,11 +78,15 @@ def monitored(samples: Any, target: Any = None) -> tuple[Quantities | None, str]
             "compiled model: pass target= (Samples.report(path, target=compiled))."
         )
     if space == "function":
-        values, names, total = function_quantities(target, positions, BUDGET)
+        judged = verdict_quantities(target, positions, BUDGET)
+        values, names, total = judged.values, judged.names, judged.total
         values = values - np.nanmean(values, axis=1, keepdims=True)  # within each chain's mode
         what = (
-            "predictive means and log-likelihoods on held-out inputs, each chain centred at its "
-            "own mean (function space: a network's weights permute between chains)"
+            "what the convergence verdict judges on held-out inputs — a classifier's "
+            "per-example log predictive densities (test points whose log-likelihood "
+            "hardly moves left out), a regressor's predictive means and log-likelihoods — "
+            "each chain centred at its own mean (function space: a network's weights permute "
+            "between chains)"
         )
     else:
         values, names, total = parameter_quantities(positions, BUDGET)

@@ -9,7 +9,13 @@ from typing import Any
 
 from bdl.report.held_out import bma_parts, validation_parts
 from bdl.report.page import figure, note, page, section
-from bdl.report.run_sections import adapted_parts, chain_parts, convergence_parts, settings_parts
+from bdl.report.run_sections import (
+    adapted_parts,
+    bias_parts,
+    chain_parts,
+    convergence_parts,
+    settings_parts,
+)
 from bdl.report.temperatures import temperature_parts
 from bdl.report.traces import monitored, trace_figures
 
@@ -57,6 +63,7 @@ def write_report(
         parts = {
             "settings": settings_parts(samples, target, __version__),
             "convergence": convergence_parts(samples, found, what, quantities),
+            "bias": bias_parts(samples),
             "traces": _trace_parts(samples, found, what, quantities),
             "chains": chain_parts(samples),
             "adapted": adapted_parts(samples),
@@ -98,7 +105,9 @@ def _trace_parts(samples: Any, found: Any, what: str, count: int) -> list[str]:
 def _verdict(samples: Any, verdict: Any, validation: Any) -> tuple[str, bool | None]:
     bits, good = [], None
     if verdict is not None:
-        bits.append("converged" if verdict.ok else "NOT converged")
+        bits.append("converged" if verdict.mixing_ok else "NOT converged")
+        if getattr(verdict, "bias", None) is not None:
+            bits.append("biased" if verdict.biased else "no bias found")
         good = bool(verdict.ok)
     diverged = int(sum(bool(d) for d in samples.diverged))
     if diverged:

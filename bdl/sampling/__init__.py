@@ -1,5 +1,6 @@
 """The sampling loop and its result."""
 
+from bdl.sampling.bias import check_bias
 from bdl.sampling.chunking import ChunkPolicy, FixedChunks, TimedChunks
 from bdl.sampling.convergence import check_convergence
 from bdl.sampling.layout import make_mesh
@@ -8,10 +9,17 @@ from bdl.sampling.loop_options import LoopOptions
 from bdl.sampling.merge import merge_samples
 from bdl.sampling.runaway import runaway_chains
 from bdl.sampling.sample import sample
-from bdl.sampling.samples import ConvergenceWarning, DivergenceWarning, RunawayWarning, Samples
+from bdl.sampling.samples import (
+    BiasWarning,
+    ConvergenceWarning,
+    DivergenceWarning,
+    RunawayWarning,
+    Samples,
+)
 from bdl.sampling.storage import check_output_path
 
 __all__ = [
+    "BiasWarning",
     "ChunkPolicy",
     "ConvergenceWarning",
     "DivergenceWarning",
@@ -20,6 +28,7 @@ __all__ = [
     "RunawayWarning",
     "Samples",
     "TimedChunks",
+    "check_bias",
     "check_convergence",
     "check_output_path",
     "load_samples",

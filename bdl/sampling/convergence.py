@@ -2,10 +2,12 @@
 verdict (:class:`bdl.diagnostics.convergence.Convergence`), which :func:`bdl.sample` stores in
 ``samples.convergence`` and turns into a :class:`ConvergenceWarning` when it fails.
 
-What is monitored (:mod:`bdl.sampling.monitored`) is decided as for ``bdl sample``'s summary
-and ``bdl validate``: a network (:func:`~bdl.sampling.monitored.default_space` says
-``"function"``) in function space, its predictive means and log-likelihoods on held-out inputs,
-each chain centred at its own mean — a network's chains sit in different modes, whose
+What is monitored (:mod:`bdl.sampling.monitored`): a network
+(:func:`~bdl.sampling.monitored.default_space` says ``"function"``) in function space
+(:func:`~bdl.sampling.monitored.verdict_quantities`: a classifier's per-example log predictive
+densities of held-out points, saturated ones left out; a regressor's predictive means and
+log-likelihoods), each chain centred at its own mean — a network's chains sit in different modes,
+whose
 predictions differ however long they run, so the check asks that each chain be stationary and
 mixed within its mode (split R̂ catches a chain that still drifts, the ESS one that barely
 moves); any other model in parameter space, its sampled coordinates by name
@@ -15,6 +17,9 @@ ESS, do not change; using them needs no target, so that :func:`bdl.merge_samples
 verdict from the draws alone, and names what the sampler moves.
 
 Only chains that never diverged are checked (a diverged chain is reported by its own warning).
+A classifier's verdict also reports the BMA's stability between the halves of the draws
+(:mod:`bdl.diagnostics.stability`), and every verdict gets its bias part
+(:mod:`bdl.sampling.bias`) when the model is at hand.
 
 **Cost.** The diagnostics cost about half a microsecond per value (quantity × draw) on a CPU
 core, so the check monitors at most :func:`quantity_budget` quantities: 2¹⁸ values' worth
@@ -37,13 +42,15 @@ import numpy as np
 
 from bdl.compile.target import Target
 from bdl.diagnostics.convergence import Convergence, assess
+from bdl.diagnostics.stability import bma_stability
 from bdl.diagnostics.stuck import small_steps, unmoved_chains
+from bdl.sampling.bias import check_bias, warn_bias
 from bdl.sampling.monitored import (
     default_space,
     draw_monitor,
-    function_inputs,
-    function_quantities,
     parameter_quantities,
+    verdict_inputs,
+    verdict_quantities,
 )
 from bdl.sampling.samples import ConvergenceWarning, Samples
 from bdl.utils.trees import leaf_paths
@@ -80,7 +87,7 @@ def run_monitor(target: Target, chains: int, draws: int) -> tuple[int, Any] | No
     the draws back to the device after the run."""
     if draws == 0 or default_space(target) != "function" or target.constant_temperature() == 0:
         return None
-    num = function_inputs(target, quantity_budget(chains, draws))
+    num = verdict_inputs(target, quantity_budget(chains, draws))
     return num, draw_monitor(target, num)
 
 
@@ -138,6 +145,7 @@ def check_convergence(
         lambda a: np.asarray(a) if every else np.asarray(a)[healthy], samples.positions
     )
     budget = quantity_budget(int(healthy.size), samples.num_draws)
+    saturated, stability = 0, None
     if space == "function":
         computed = None
         if monitored is not None and np.shape(monitored[1])[:2] == (
@@ -145,7 +153,11 @@ def check_convergence(
             samples.num_draws,
         ):
             computed = (monitored[0], np.asarray(monitored[1])[healthy])
-        values, names, total = function_quantities(target, positions, budget, computed)
+        judged = verdict_quantities(target, positions, budget, computed)
+        values, names, total = judged.values, judged.names, judged.total
+        saturated = judged.saturated
+        if judged.probabilities is not None:
+            stability = bma_stability(judged.probabilities)
         # within each chain: a network's chains sit in different modes, whose predictions
         # differ (on digits, R̂ 2 across chains after any length of run); what can be checked
         # is that each chain is stationary and has mixed within its own mode
@@ -159,14 +171,19 @@ def check_convergence(
         step_sizes = np.asarray(samples.adapted["step_size"])[healthy]
         stuck += small_steps(step_sizes, healthy.tolist())
     stuck.sort(key=lambda s: s.chain)
-    return assess(values, names, space=space, of=total, stuck=stuck)
+    return assess(
+        values, names, space=space, of=total, stuck=stuck, saturated=saturated,
+        stability=stability,
+    )  # fmt: skip
 
 
 def checked(samples: Any, target: Any, monitored: Any = None) -> Any:
     """``samples`` with its verdict (:func:`check_convergence`, given the run's ``monitored``
-    values), and a :class:`~bdl.sampling.samples.ConvergenceWarning` naming what failed, as
-    :func:`bdl.sample` returns them. A check that raises is reported (``RuntimeWarning``)
-    instead of losing the run's draws: the verdict is then ``None``."""
+    values, and :func:`bdl.sampling.bias.check_bias` for its bias part), a
+    :class:`~bdl.sampling.samples.ConvergenceWarning` naming what failed to mix and a
+    :class:`~bdl.sampling.samples.BiasWarning` naming what is biased, as :func:`bdl.sample`
+    returns them. A check that raises is reported (``RuntimeWarning``) instead of losing the
+    run's draws: the verdict (or its bias part) is then ``None``."""
     try:
         verdict = check_convergence(samples, target, monitored=monitored)
     except Exception as err:  # the draws matter more than their check
@@ -177,8 +194,20 @@ def checked(samples: Any, target: Any, monitored: Any = None) -> Any:
             stacklevel=_caller(),
         )
         return samples
-    if verdict is not None and not verdict.ok:
+    if verdict is not None and target is not None:
+        try:
+            verdict = verdict.with_bias(check_bias(samples, target))
+        except Exception as err:  # the draws matter more than their check
+            warnings.warn(
+                f"the bias check of the draws failed ({type(err).__name__}: {err}); "
+                "samples.convergence.bias is None. Check them with bdl.sampling.check_bias.",
+                RuntimeWarning,
+                stacklevel=_caller(),
+            )
+    if verdict is not None and not verdict.mixing_ok:
         warnings.warn(verdict.report(), ConvergenceWarning, stacklevel=_caller())
+    if verdict is not None:
+        warn_bias(verdict.bias, _caller())
     return dataclasses.replace(samples, convergence=verdict)
 
 

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from bdl.compile.target import Target
+from bdl.sampling.bias import check_bias
 from bdl.sampling.convergence import check_convergence
 from bdl.sampling.loading import load_samples
 from bdl.sampling.samples import Samples
@@ -33,11 +34,13 @@ def merge_samples(parts: Sequence[Samples | str | os.PathLike], *, target: Any =
     (:func:`bdl.sampling.check_convergence`): from the draws alone for a model checked in
     parameter space; a network's, checked on its predictions, needs ``target`` (the compiled
     model), without which the merged ``convergence`` is ``None`` (as it is for parts that carry
-    no verdict, unless ``target`` is given).
+    no verdict, unless ``target`` is given). Its bias part (:func:`bdl.sampling.check_bias`)
+    takes full-data gradients at the draws, so it is recomputed only with ``target``.
 
     Args:
         parts: the parts, :class:`Samples` or paths of saved ones.
-        target: the compiled model the run sampled, to check a network's convergence.
+        target: the compiled model the run sampled, to check a network's convergence and any
+            model's bias.
 
     Returns:
         The run's :class:`Samples`, chains in order.
@@ -119,6 +122,8 @@ def merge_samples(parts: Sequence[Samples | str | os.PathLike], *, target: Any =
     if target is None and space != "parameter":
         return merged  # a network's predictions need the model; unchecked parts say nothing
     convergence = check_convergence(merged, target, space=space)
+    if convergence is not None and target is not None:  # the bias part takes gradients
+        convergence = convergence.with_bias(check_bias(merged, target))
     return dataclasses.replace(merged, convergence=convergence)
 
 

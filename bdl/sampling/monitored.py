@@ -16,6 +16,7 @@ The same quantities serve the convergence check after every run
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
 import jax
@@ -153,15 +154,24 @@ def parameter_summaries(positions: PyTree) -> np.ndarray:
 
 def parameter_quantities(positions: PyTree, budget: int) -> tuple[np.ndarray, list[str], int]:
     """At most ``budget`` coordinates of ``(chain, draw, ...)`` positions: (values
-    ``(chain, draw, k)`` in float64, their names, the number of coordinates).
+    ``(chain, draw, k)`` in float64, their names, the number of coordinates), as
+    :func:`chosen_coordinates` chooses them."""
+    chosen, names, total = chosen_coordinates(positions, budget)
+    return coordinate_columns(positions, chosen).astype(np.float64), names, total
+
+
+def chosen_coordinates(positions: PyTree, budget: int) -> tuple[np.ndarray, list[str], int]:
+    """Which coordinates of ``(chain, draw, ...)`` positions to monitor, at most ``budget``:
+    (their indices in the flattened position, C order leaf after leaf; their names; the number
+    of coordinates).
 
     All of them when there are no more than ``budget``; otherwise every coordinate of the leaves
     of at most :data:`SMALL_LEAF` entries (scales, intercepts, hyper-parameters: where a model's
     trouble usually sits) and coordinates evenly spaced over the rest.
     """
-    leaves = [np.asarray(a) for a in jax.tree.leaves(positions)]
+    leaves = jax.tree.leaves(positions)
     paths = leaf_paths(positions)
-    shapes = [a.shape[2:] for a in leaves]
+    shapes = [tuple(np.shape(a)[2:]) for a in leaves]
     sizes = np.array([int(np.prod(s)) for s in shapes])
     total = int(sizes.sum())
     offsets = np.concatenate([[0], np.cumsum(sizes)])
@@ -182,13 +192,30 @@ def parameter_quantities(positions: PyTree, budget: int) -> tuple[np.ndarray, li
         spread = rest[np.linspace(0, rest.size - 1, budget - small.size).round().astype(int)]
         chosen = np.union1d(small, spread)
     which = np.searchsorted(offsets, chosen, side="right") - 1
-    columns, names = [], []
-    for i, index in zip(which, chosen, strict=True):
-        local = int(index - offsets[i])
-        a = leaves[i]
+    names = [
+        coordinate_name(paths[i] or "theta", shapes[i], int(index - offsets[i]))
+        for i, index in zip(which, chosen, strict=True)
+    ]
+    return chosen.astype(np.int64), names, total
+
+
+def coordinate_columns(positions: PyTree, chosen: np.ndarray) -> np.ndarray:
+    """The coordinates ``chosen`` (indices into the flattened position, as
+    :func:`chosen_coordinates` gives them) of ``(chain, draw, ...)`` positions, ``(chain, draw,
+    k)`` in their own dtype; one leaf at a time, so that a large network is never copied whole."""
+    leaves = jax.tree.leaves(positions)
+    sizes = np.array([int(np.prod(np.shape(a)[2:])) for a in leaves])
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    which = np.searchsorted(offsets, chosen, side="right") - 1
+    columns = []
+    for i in np.unique(which):
+        a = np.asarray(leaves[i])
+        local = chosen[which == i] - offsets[i]
         columns.append(a.reshape(*a.shape[:2], -1)[..., local])
-        names.append(coordinate_name(paths[i] or "theta", shapes[i], local))
-    return np.stack(columns, axis=-1).astype(np.float64), names, total
+    if not columns:
+        first = np.asarray(leaves[0])
+        return np.zeros((*first.shape[:2], 0), first.dtype)
+    return np.concatenate(columns, axis=-1)
 
 
 def function_inputs(target: CompiledModel, budget: int) -> int:
@@ -229,3 +256,78 @@ def function_quantities(
                 names.append(f"E[y | {where}[{i}]]" + (f"[{j}]" if outputs > 1 else ""))
     names += [f"log p(y | {where}[{i}])" for i in range(num)]
     return values, names, available * (outputs + 1)
+
+
+#: a classifier's test point whose log predictive density log p(y | x, θ) has an sd below this
+#: (nats) over every draw is saturated: however its draws are ordered, its term of the BMA's
+#: log-likelihood cannot move by more than about this much
+SATURATED = 0.01
+
+
+def verdict_inputs(target: CompiledModel, budget: int) -> int:
+    """How many held-out inputs the convergence verdict reads for ``budget`` quantities: one
+    per input for a classifier (its per-example log predictive density), else as
+    :func:`function_inputs`."""
+    if target.likelihood.task == "classification":
+        available = int((target.x_test if held_out(target) else target.x_train).shape[0])
+        return int(min(available, max(1, budget)))
+    return function_inputs(target, budget)
+
+
+@dataclasses.dataclass(frozen=True)
+class VerdictQuantities:
+    """What a network's convergence verdict judges (:func:`verdict_quantities`).
+
+    Attributes:
+        values: ``(chain, draw, k)`` in float64; names: one per column.
+        total: the quantities there would be on every held-out input.
+        saturated: quantities left out as saturated (:data:`SATURATED`).
+        probabilities: a classifier's class probabilities on the inputs read,
+            ``(chain, draw, inputs, classes)`` (``None`` for a regressor): the BMA's stability
+            is measured on them.
+    """
+
+    values: np.ndarray
+    names: list[str]
+    total: int
+    saturated: int
+    probabilities: np.ndarray | None
+
+
+def verdict_quantities(
+    target: CompiledModel, positions: PyTree, budget: int, computed: Any = None
+) -> VerdictQuantities:
+    """The function-space quantities of a network's convergence verdict.
+
+    For a classifier, the per-example log predictive density log p(y_i | x_i, θ) of held-out
+    points, one per input: the terms the BMA's test log-likelihood and accuracy are made of,
+    as Izmailov et al. (2021) judge HMC's convergence on networks by what the model average
+    predicts. Not every class probability: a probability of order 1e-5 that drifts within a
+    chain fails a rank-based R̂ as badly as one of order 0.5 (ranks ignore scale) while it
+    cannot move the BMA. For the same reason a test point whose log p(y_i | x_i, θ) has an sd
+    below :data:`SATURATED` nats over every draw is left out (counted in ``saturated``): a
+    probability pinned near 1 that dips once to 0.999 gives a rank R̂ of 7 (ranks of many ties
+    and one outlier) while its log-likelihood term moves by 10⁻⁵ nats. For a regressor, the
+    predictive means and log-likelihoods (:func:`function_quantities`).
+
+    ``computed``: ``(num, values)`` evaluated during the run on ``num`` inputs
+    (:func:`function_values_at_draws`), used when ``num`` is what the budget gives.
+    """
+    if target.likelihood.task != "classification":
+        values, names, total = function_quantities(target, positions, budget, computed)
+        return VerdictQuantities(values, names, total, 0, None)
+    available = int((target.x_test if held_out(target) else target.x_train).shape[0])
+    num = verdict_inputs(target, budget)
+    if computed is not None and computed[0] == num:
+        raw = np.asarray(computed[1], np.float64)
+    else:
+        raw = function_summaries(target, positions, num).astype(np.float64)
+    classes = raw.shape[-1] // num - 1
+    probabilities = raw[..., : num * classes].reshape(*raw.shape[:2], num, classes)
+    lppd = raw[..., num * classes :]
+    where = "x_test" if held_out(target) else "x_train"
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = lppd.reshape(-1, num).std(axis=0)
+    keep = ~(spread < SATURATED)  # a non-finite quantity is kept: the verdict must see it
+    names = [f"log p(y | {where}[{i}])" for i in range(num) if keep[i]]
+    return VerdictQuantities(lppd[..., keep], names, available, int((~keep).sum()), probabilities)

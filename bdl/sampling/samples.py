@@ -36,6 +36,15 @@ class ConvergenceWarning(UserWarning):
     quantities and what to change (docs/troubleshooting.md)."""
 
 
+class BiasWarning(ConvergenceWarning):
+    """Issued by :func:`bdl.sample` when its draws fail the bias check
+    (``samples.convergence.bias``, :mod:`bdl.diagnostics.bias`): the Stein identities of π_T
+    fail beyond their Monte Carlo error, so the chains mix around a law that is not π_T (too
+    wide, too narrow or shifted: the bias of a finite step and noisy gradients). The message
+    names the statistic, its value and standard error, and what to change. A
+    :class:`ConvergenceWarning`, so a filter on that catches it; the draws are kept."""
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Samples:
     """Collected draws.
@@ -364,7 +373,8 @@ class Samples:
         if np.any(self.runaway):
             state += f", runaway={np.flatnonzero(self.runaway).tolist()}"
         if self.convergence is not None:
-            state += ", converged" if self.convergence.ok else ", NOT converged"
+            state += ", converged" if self.convergence.mixing_ok else ", NOT converged"
+            state += ", biased" if self.convergence.biased else ""
         draws = self.num_draws if self.kept_draws else "not kept"
         return (
             f"Samples(kernel={self.kernel!r}, chains={self.num_chains}, "

@@ -54,4 +54,17 @@ def convergence_rows(verdict: Convergence | None) -> list[Row]:
     for row, at in zip(list(rows[:3]), worst, strict=True):
         if row.passed is False and at:  # where, as compare's "(worst parameter: ...)" rows
             rows.insert(rows.index(row) + 1, Row(f"  (at {at})", row.value, None, "", None))
+    bias = verdict.bias
+    if bias is not None and not bias.temperatures_tested:
+        # what the run's own bias check said without a reference: reported beside the
+        # comparison with NUTS, which measures the same error directly and is what is gated
+        rows.append(
+            Row(
+                "kernel spread / target's (Stein, no reference)",
+                bias.spread,
+                None,
+                f"reported: {'ok' if bias.ok else 'BIASED'} (1 ± {bias.scale_tolerance:g})",
+                None,
+            )
+        )
     return rows

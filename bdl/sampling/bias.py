@@ -1,0 +1,226 @@
+"""The bias check after every run: :func:`check_bias` computes full-data gradients at a subset
+of the kept draws and asks the Stein identities of π_T whether the draws follow it
+(:mod:`bdl.diagnostics.stein`, :mod:`bdl.diagnostics.bias`); :func:`bdl.sample` stores the verdict
+in ``samples.convergence.bias`` and warns (:class:`~bdl.sampling.samples.BiasWarning`) when it
+fails. The draws are kept whatever it says.
+
+**What is read.** The chains that never diverged, at their draws taken at a temperature above
+zero. At most :func:`coordinate_budget` coordinates (all of them for smaller models; otherwise
+the choice of :func:`bdl.sampling.monitored.chosen_coordinates`), at every kept draw; the
+gradient at :func:`gradient_draws` draws per chain, evenly spaced. A network's configurational
+temperature is summed over every coordinate.
+
+**Cost.** The full-data gradients cost at most :data:`COST_SHARE` of the run's own gradient
+work (each full-data gradient counts n/B minibatch gradients), never fewer than
+:data:`MIN_GRADIENT_DRAWS` nor more than :data:`MAX_GRADIENT_DRAWS` per chain; they are computed
+:data:`CHUNK` draws per call of one compiled program (one per model). The statistics are NumPy
+on the host, linear in draws × coordinates. ``benchmarks/bias_check.py`` measures the whole.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bdl.compile.target import Target
+from bdl.diagnostics.bias import Bias, assess_bias
+from bdl.diagnostics.stein import stein_estimates
+from bdl.sampling.monitored import chosen_coordinates, coordinate_columns, default_space
+from bdl.sampling.samples import BiasWarning, Samples
+from bdl.utils.owner_jit import owner_jit
+
+__all__ = [
+    "CHUNK",
+    "COST_SHARE",
+    "MAX_COORDINATES",
+    "MAX_GRADIENT_DRAWS",
+    "MAX_VALUES",
+    "MIN_COORDINATES",
+    "MIN_GRADIENT_DRAWS",
+    "check_bias",
+    "coordinate_budget",
+    "gradient_draws",
+    "warn_bias",
+]
+
+#: the share of the run's gradient work the check may spend (above MIN_GRADIENT_DRAWS)
+COST_SHARE = 0.05
+#: fewest draws per chain given a full-data gradient (when the chain has that many)
+MIN_GRADIENT_DRAWS = 16
+#: most draws per chain given a full-data gradient
+MAX_GRADIENT_DRAWS = 512
+#: most coordinates checked one by one
+MAX_COORDINATES = 1024
+#: fewest coordinates checked one by one (when the model has that many)
+MIN_COORDINATES = 16
+#: coordinates × draws read, at most (above MIN_COORDINATES): the statistics' host cost
+MAX_VALUES = 2**19
+#: draws per call of the gradient program
+CHUNK = 64
+
+
+def gradient_draws(target: Target, steps: int, draws: int) -> int:
+    """How many draws per chain get a full-data gradient: worth at most :data:`COST_SHARE` of
+    ``steps`` minibatch gradients, within [:data:`MIN_GRADIENT_DRAWS`,
+    :data:`MAX_GRADIENT_DRAWS`], and at most ``draws``."""
+    batch = int(getattr(target, "batch_size", target.n) or target.n)
+    afford = int(COST_SHARE * steps * batch / max(target.n, 1))
+    return int(min(draws, MAX_GRADIENT_DRAWS, max(MIN_GRADIENT_DRAWS, afford)))
+
+
+def coordinate_budget(chains: int, draws: int) -> int:
+    """How many coordinates to check one by one for ``chains × draws`` draws: within
+    [:data:`MIN_COORDINATES`, :data:`MAX_COORDINATES`], at most :data:`MAX_VALUES` values."""
+    fit = MAX_VALUES // max(chains * draws, 1)
+    return int(min(MAX_COORDINATES, max(MIN_COORDINATES, fit)))
+
+
+def check_bias(samples: Samples, target: Target) -> Bias | None:
+    """The bias verdict of ``samples`` (module docstring).
+
+    Args:
+        samples: the draws of a run (:class:`bdl.Samples`).
+        target: the compiled model or potential they came from.
+
+    Returns:
+        The verdict, or ``None`` when nothing can be checked: no draws kept, fewer than 4 draws
+        per chain at a temperature above zero, or every chain diverged.
+
+    Raises:
+        TypeError: ``samples`` is not a :class:`bdl.Samples` or ``target`` not a compiled target.
+    """
+    if not isinstance(samples, Samples):
+        raise TypeError(f"check_bias needs a bdl.Samples; got {type(samples).__name__}.")
+    if not isinstance(target, Target):
+        raise TypeError(
+            "check_bias(target=...) must be the compiled model the draws came from; got "
+            f"{type(target).__name__}."
+        )
+    healthy = np.asarray(samples.healthy_chains)
+    if not samples.kept_draws or samples.num_draws == 0 or healthy.size == 0:
+        return None
+    temperature = _temperatures(samples, target)[healthy]
+    hot = np.flatnonzero(np.all(temperature > 0, axis=0))  # draws at T > 0 in every chain
+    if hot.size < 4:
+        return None
+    count = gradient_draws(target, samples.steps_done, hot.size)
+    subset = hot[np.unique(np.linspace(0, hot.size - 1, count).round().astype(int))]
+    positions = samples.positions  # a view when every chain and draw is read (no copy)
+    if healthy.size < samples.num_chains or hot.size < samples.num_draws:
+        positions = jax.tree.map(lambda a: np.asarray(a)[healthy][:, hot], positions)
+    chosen, names, total = chosen_coordinates(positions, coordinate_budget(healthy.size, hot.size))
+    draws = coordinate_columns(positions, chosen).astype(np.float64)
+    where = np.searchsorted(hot, subset)  # the subset's rows among the draws read
+    # Wenzel et al.'s configurational temperature ⟨θ, ∇U⟩/(d·T), about the origin: it rises
+    # while a chain started near zero spreads into π_T's typical set
+    centre = [np.zeros(np.shape(a)[:1] + np.shape(a)[2:]) for a in jax.tree.leaves(positions)]
+    grads, dots = _gradients(target, positions, where, chosen, centre)
+    scale = temperature[:, subset]
+    estimates = stein_estimates(draws, grads / scale[..., None], where, names)
+    network = default_space(target) == "function"
+    return assess_bias(
+        estimates,
+        of=total,
+        temperatures=dots / (scale * total),
+        test_temperatures=network,
+        kinetic=_kinetic(samples, healthy, hot, temperature, total),
+    )
+
+
+def _kinetic(
+    samples: Samples, healthy: np.ndarray, hot: np.ndarray, temperature: np.ndarray, d: int
+) -> np.ndarray | None:
+    """Per chain, the mean of 2K/(d·T) over the draws read, from the kinetic energy recorded
+    with every draw; ``None`` for a kernel without momentum (K = 0)."""
+    energy = samples.info.get("kinetic_energy")
+    if energy is None or np.shape(energy) != (samples.num_chains, samples.num_draws):
+        return None
+    k = np.asarray(energy, np.float64)[healthy][:, hot]
+    if not np.any(k > 0) or not np.all(np.isfinite(k)):
+        return None
+    return (2.0 * k / (d * temperature[:, hot])).mean(axis=1)
+
+
+def warn_bias(verdict: Bias | None, stacklevel: int) -> None:
+    """A :class:`BiasWarning` with the verdict's report when it failed."""
+    if verdict is not None and not verdict.ok:
+        warnings.warn(verdict.report(), BiasWarning, stacklevel=stacklevel + 1)
+
+
+def _temperatures(samples: Samples, target: Target) -> np.ndarray:
+    """T_t of every draw, (chains, draws): the recorded one, else the target's constant T."""
+    shape = (samples.num_chains, samples.num_draws)
+    recorded = samples.info.get("temperature")
+    if recorded is not None and np.shape(recorded) == shape:
+        return np.asarray(recorded, np.float64)
+    constant = target.constant_temperature()
+    return np.full(shape, 0.0 if constant is None else float(constant))
+
+
+def _gradients(
+    target: Target, positions: Any, draws: np.ndarray, chosen: np.ndarray, centre: list[Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """At draw ``draws`` of every chain of ``positions``: ∇U's coordinates ``chosen``
+    ``(chains, len(draws), len(chosen))`` and (θ − θ̄_c)·∇U over every coordinate
+    ``(chains, len(draws))``, θ̄_c the chain's mean (``centre``, one array per leaf), float64."""
+    leaves = jax.tree.leaves(positions)
+    treedef = jax.tree.structure(positions)
+    chains = np.shape(leaves[0])[0]
+    rows = [(c, i) for c in range(chains) for i in draws]
+    columns = jnp.asarray(chosen)
+    grads, dots = [], []
+    # calls of CHUNK rows, or of the next power of two when there are fewer rows
+    call = min(CHUNK, 1 << (len(rows) - 1).bit_length())
+    for start in range(0, len(rows), call):
+        part = rows[start : start + call]
+        part = part + [part[-1]] * (call - len(part))
+        theta = [np.stack([np.asarray(a)[c, i] for c, i in part]) for a in leaves]
+        means = [
+            np.stack([m[c] for c, _ in part]).astype(a.dtype)
+            for m, a in zip(centre, theta, strict=True)
+        ]
+        g, dot = _chosen_gradients(
+            target,
+            jax.tree.unflatten(treedef, theta),
+            jax.tree.unflatten(treedef, means),
+            columns,
+        )
+        grads.append(np.asarray(g, np.float64))
+        dots.append(np.asarray(dot, np.float64))
+    shape = (chains, len(draws))
+    grad = np.concatenate(grads)[: len(rows)].reshape(*shape, len(chosen))
+    return grad, np.concatenate(dots)[: len(rows)].reshape(shape)
+
+
+def chosen_gradients(
+    target: Target, theta: Any, centre: Any, columns: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """The full-data gradient ∇U at each of a stack of positions: its flattened coordinates
+    ``columns``, and (θ − c)·∇U over every coordinate (the bias check's one program, compiled
+    once per target and number of columns).
+
+    Args:
+        target: the compiled model or potential.
+        theta: positions with one leading axis.
+        centre: the centre c of each, with the same structure.
+        columns: indices into the flattened position (C order, leaf after leaf).
+
+    Returns:
+        ``(positions, len(columns))`` and ``(positions,)``.
+    """
+
+    def one(pair: tuple[Any, Any]) -> tuple[jax.Array, jax.Array]:
+        position, mean = pair
+        _, grad = target.energy_and_grad(position)
+        flat = jnp.concatenate([jnp.ravel(g) for g in jax.tree.leaves(grad)])
+        terms = jax.tree.map(lambda x, m, g: jnp.sum((x - m) * g), position, mean, grad)
+        return flat[columns], sum(jax.tree.leaves(terms))
+
+    return jax.lax.map(one, (theta, centre))
+
+
+_chosen_gradients = owner_jit(chosen_gradients)

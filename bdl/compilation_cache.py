@@ -32,11 +32,12 @@ def enable_compilation_cache(
         min_compile_seconds: programs that compile faster are not worth a disk read. The
             default, 0.1 s, keeps the checks' and the evaluation's programs (0.2–0.4 s each on a
             CPU, more on a GPU), which a threshold of 0.5 s compiled again in every process: the
-            warm ``bdl sample mlp_digits`` command of docs/benchmarks.md takes 0.8 s less.
+            warm ``bdl sample mlp_digits`` command of [Benchmarks](../benchmarks.md) takes 0.8 s
+            less.
 
     Returns:
         The directory in use. Call it before the first compilation of the process: JAX reads
-        the option when it first compiles.
+            the option when it first compiles.
     """
     if not (isinstance(min_compile_seconds, int | float) and min_compile_seconds >= 0):
         raise ValueError(f"min_compile_seconds must be a number >= 0; got {min_compile_seconds!r}.")

@@ -135,10 +135,12 @@ def sections(text: str) -> dict[str, str]:
     return found
 
 
-def with_inherited_sections(own: str, parent: str) -> str:
-    """``own`` followed by the sections of ``parent`` it lacks (of INHERITED_SECTIONS)."""
+def with_inherited_sections(own: str, parent: str, *, takes_arguments: bool = True) -> str:
+    """``own`` followed by the sections of ``parent`` it lacks (of INHERITED_SECTIONS); an
+    override that takes no arguments leaves out the parent's ``Args``."""
     mine, theirs = sections(own), sections(parent)
-    extra = [theirs[k] for k in INHERITED_SECTIONS if k in theirs and k not in mine]
+    wanted = [k for k in INHERITED_SECTIONS if takes_arguments or k != "Args"]
+    extra = [theirs[k] for k in wanted if k in theirs and k not in mine]
     return "\n\n".join([own.rstrip(), *extra]) if extra else own
 
 
@@ -154,7 +156,10 @@ def _inherit_docstrings(cls: Class) -> None:
             source = found.docstring
             value = source.value
             if member.docstring is not None:
-                value = with_inherited_sections(member.docstring.value, value)
+                own_arguments = [p for p in member.parameters if p.name not in ("self", "cls")]
+                value = with_inherited_sections(
+                    member.docstring.value, value, takes_arguments=bool(own_arguments)
+                )
                 source = member.docstring
             member.docstring = griffe.Docstring(
                 value,

@@ -4,6 +4,10 @@ The pages of docs/ are also read as files in the repository, where they link to 
 docs/ (``../README.md``, ``../benchmarks/``). The site has no copy of those files: each such link
 becomes its text followed by the file's path in the repository, and a link whose target does not
 exist in the repository either is reported as a warning (which fails ``mkdocs build --strict``).
+
+In a table row, a ``|`` inside a code span is written ``\\|``, as GitHub needs it; Python-Markdown
+keeps code spans whole when it splits a row into cells, and would show the backslash, so the
+site drops it there.
 """
 
 from __future__ import annotations
@@ -17,6 +21,17 @@ log = logging.getLogger("mkdocs.plugins.bdl")
 
 _LINK = re.compile(r"(?<!!)\[([^\]]*)\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+_TABLE_ROW = re.compile(r"^[ ]{0,3}\|.*$", re.MULTILINE)
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+
+
+def _table_code_pipes(markdown: str) -> str:
+    """``markdown`` with each ``\\|`` inside a code span of a table row made a plain ``|``."""
+
+    def row(match: re.Match[str]) -> str:
+        return _CODE_SPAN.sub(lambda m: m.group(0).replace("\\|", "|"), match.group(0))
+
+    return _TABLE_ROW.sub(row, markdown)
 
 
 def _outside_links(markdown: str, page_file: Path, docs_dir: Path, repo: Path, name: str) -> str:
@@ -33,13 +48,16 @@ def _outside_links(markdown: str, page_file: Path, docs_dir: Path, repo: Path, n
         path = target.relative_to(repo).as_posix() + ("/" if target.is_dir() else "")
         return f"{text} (`{path}` in the repository)"
 
+    def prose(text: str) -> str:
+        return _table_code_pipes(_LINK.sub(replace, text))
+
     # leave fenced code alone: split around the fences and rewrite the prose between them
     parts, last = [], 0
     for fence in _FENCE.finditer(markdown):
-        parts.append(_LINK.sub(replace, markdown[last : fence.start()]))
+        parts.append(prose(markdown[last : fence.start()]))
         parts.append(fence.group(0))
         last = fence.end()
-    parts.append(_LINK.sub(replace, markdown[last:]))
+    parts.append(prose(markdown[last:]))
     return "".join(parts)
 
 

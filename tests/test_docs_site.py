@@ -143,6 +143,68 @@ def test_the_api_page_shows_signatures_and_examples(site):
     assert "num_steps: int | None = None" in page
     for section in ("Parameters:", "Returns:", "Raises:", "Examples:"):
         assert section in page, section
+    # a Returns: section of several lines is one entry, not a row per line
+    assert re.search(r"stops the run within\s+about a second", page)
+
+
+def _prose(page: Path) -> str:
+    """The text of a built page without its code and its maths."""
+    source = page.read_text(encoding="utf-8")
+    source = re.sub(r"<(code|pre)\b.*?</\1>", "", source, flags=re.S)
+    source = re.sub(r'<(span|div) class="arithmatex">.*?</\1>', "", source, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", "", source))
+
+
+def _pages_with_maths(site: Path) -> list[Path]:
+    return sorted(p for p in site.rglob("index.html") if 'class="arithmatex"' in p.read_text())
+
+
+def test_api_pages_link_the_pages_they_name(site):
+    """A docstring that sends the reader to a page of docs/ links it: no page path is left as
+    plain text in the API reference (a value shown as code may still name one)."""
+    named = {}
+    for page in sorted((site / "api").rglob("index.html")):
+        found = re.findall(r"docs/[\w/-]+\.md", _prose(page))
+        if found:
+            named[str(page.relative_to(site))] = found
+    assert not named, f"page paths written as text instead of links: {named}"
+
+
+def test_maths_is_marked_up_and_katex_is_served_with_the_site(site):
+    """Every formula is inside an arithmatex element (no ``$`` of the pages' ``$…$`` and
+    ``$$…$$`` left in the text), and KaTeX, its stylesheet and every font the stylesheet names
+    come with the site."""
+    pages = _pages_with_maths(site)
+    assert len(pages) >= 20
+    raw = {
+        str(p.relative_to(site)): re.findall(r".{0,40}(?:\$|\\\(|\\\[).{0,40}", _prose(p))
+        for p in site.rglob("*.html")
+    }
+    raw = {page: found for page, found in raw.items() if found}
+    assert not raw, f"maths not typeset (raw delimiters in the text): {raw}"
+    katex = site / "assets" / "katex"
+    for name in ("katex.min.js", "katex.min.css", "LICENSE"):
+        assert (katex / name).is_file(), name
+    fonts = re.findall(r"url\((fonts/[^)]+\.woff2)\)", (katex / "katex.min.css").read_text())
+    assert len(fonts) >= 20
+    missing = [font for font in fonts if not (katex / font).is_file()]
+    assert not missing, f"fonts the stylesheet names that the site lacks: {missing}"
+    page = (site / "kernels" / "sghmc" / "index.html").read_text(encoding="utf-8")
+    for asset in ("assets/katex/katex.min.js", "assets/katex/katex.min.css", "katex-render.js"):
+        assert asset in page, asset
+    assert not re.search(r"""(src|href)="https?://[^"]*katex""", page), "KaTeX from a CDN"
+
+
+def test_table_code_keeps_its_pipes(site):
+    """A ``\\|`` in a table's code span (GitHub's escape) shows as ``|`` in the site."""
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert "<code>bdl kernels [NAME ...] [--check | --no-check]</code>" in index
+    escaped = [
+        str(p.relative_to(site))
+        for p in site.rglob("index.html")
+        if re.search(r"<code>[^<]*\\\|", p.read_text(encoding="utf-8"))
+    ]
+    assert not escaped, f"a backslash before | in code: {escaped}"
 
 
 def test_strict_build_fails_on_a_broken_link(tmp_path):
@@ -226,3 +288,43 @@ def test_site_renders_in_chromium(site, tmp_path):
     for name in ("index.png", "api-bdl.png", "search.png"):
         png = (tmp_path / name).read_bytes()
         assert png.startswith(b"\x89PNG") and len(png) > 10_000, name
+
+
+@needs_chromium
+def test_maths_renders_in_chromium(site, tmp_path):
+    """On every page with maths, KaTeX has typeset each formula: one ``.katex`` per arithmatex
+    element, no ``.katex-error`` (a formula KaTeX cannot read), and the text outside code and
+    typeset maths shows no ``\\(``, ``\\[`` or ``$``."""
+    found: dict[str, dict] = {}
+    script = """() => {
+        const prose = document.querySelector(".md-content").cloneNode(true);
+        prose.querySelectorAll("code, pre, .katex").forEach(e => e.remove());
+        return {
+            formulas: document.querySelectorAll(".arithmatex").length,
+            typeset: document.querySelectorAll(".arithmatex .katex").length,
+            errors: [...document.querySelectorAll(".katex-error")].map(e => e.title),
+            raw: prose.textContent.match(/.{0,30}(\\\\\\(|\\\\\\[|\\$).{0,30}/g) || [],
+        };
+    }"""
+
+    def typeset(name: str):
+        def interact(page) -> None:
+            page.wait_for_selector(".arithmatex .katex", state="attached")
+            found[name] = page.evaluate(script)
+
+        return interact
+
+    pages = _pages_with_maths(site)
+    with serve(site) as url:
+        for page in pages:
+            name = page.parent.relative_to(site).as_posix()
+            shot = tmp_path / f"{name.replace('/', '-') or 'index'}.png"
+            text = render(url + f"{name}/", shot, interact=typeset(name), full_page=False)
+            assert "\\(" not in text and "\\[" not in text, name
+    assert len(found) == len(pages) >= 20
+    for name, result in found.items():
+        assert result["formulas"] > 0 and result["typeset"] == result["formulas"], (name, result)
+        assert not result["errors"], (name, result["errors"])
+        assert not result["raw"], (name, result["raw"])
+    png = (tmp_path / "kernels-sghmc.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000

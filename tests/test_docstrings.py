@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
 import re
@@ -88,6 +89,7 @@ SUBPACKAGES = (
     "metrics",
     "validation",
 )
+
 
 def _defined_in_bdl(value) -> bool:
     return (inspect.isfunction(value) or inspect.isclass(value)) and getattr(
@@ -278,3 +280,163 @@ def test_entry_point_examples_run(tmp_path):
     for name in ENTRY_POINTS:
         line = rf"^{re.escape(name)}: [1-9]\d* examples, 0 failed \("
         assert re.search(line, report, re.M), report
+
+
+# --- how the API reference parses them (mkdocs.yml: mkdocstrings, griffe's Google parser) ---
+
+
+def site_parser() -> tuple[dict, list[str]]:
+    """The docstring options and griffe extensions of the site's API reference (mkdocs.yml)."""
+    import yaml  # a dependency of mkdocs
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    plugin = next(p["mkdocstrings"] for p in config["plugins"] if "mkdocstrings" in p)
+    options = plugin["handlers"]["python"]["options"]
+    assert options["docstring_style"] == "google"
+    return dict(options.get("docstring_options", {})), list(options.get("extensions", []))
+
+
+def _require_griffe() -> None:
+    if importlib.util.find_spec("griffe") is None:
+        message = "griffe is missing (it comes with the docs extra): pip install -e '.[docs]'"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def griffe_bdl():
+    """bdl as the API reference sees it: loaded by griffe with the site's extensions, its
+    docstrings parsed with the site's options."""
+    _require_griffe()
+    import griffe
+
+    options, extensions = site_parser()
+    loaded = griffe.load_extensions(*[str(ROOT / e) for e in extensions])
+    package = griffe.load(
+        "bdl",
+        search_paths=[str(ROOT)],
+        extensions=loaded,
+        docstring_parser="google",
+        docstring_options=options,
+    )
+    return package, options
+
+
+def rendering_faults(obj) -> list[str]:
+    """What the API reference would show wrongly of the griffe object ``obj``'s docstring: a
+    ``Returns:`` or ``Yields:`` section cut into several entries (a continuation line indented
+    like the first becomes an entry of its own, under a made-up name if it holds a colon), an
+    ``Args:`` entry that is not a parameter, a warning of the parser."""
+    import logging
+
+    import griffe
+
+    faults: list[str] = []
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("griffe")
+    logger.addHandler(handler)
+    try:
+        parsed = obj.docstring.parsed if obj.docstring is not None else []
+    finally:
+        logger.removeHandler(handler)
+    faults += [f"parser: {r.getMessage()}" for r in records if r.levelno >= logging.WARNING]
+    parameters = {p.name for p in getattr(obj, "parameters", None) or []}
+    for section in parsed:
+        kind = section.kind.value
+        if kind in ("returns", "yields") and len(section.value) > 1:
+            items = section.value
+            returns = getattr(obj, "returns", None)
+            arity = len(returns.slice.elements) if getattr(returns, "is_tuple", False) else 0
+            if not (all(item.name for item in items) and arity == len(items)):
+                names = ", ".join(repr(item.name or item.description[:30]) for item in items)
+                faults.append(f"{kind} split into {len(items)} entries: {names}")
+        if kind == "parameters" and isinstance(obj, griffe.Function):
+            extra = [p.name for p in section.value if p.name.lstrip("*") not in parameters]
+            if extra:
+                faults.append(f"Args not in the signature: {extra}")
+    return faults
+
+
+def test_the_rendering_check_sees_a_split_returns():
+    _require_griffe()
+    import griffe
+
+    source = '''
+def split(x: int) -> int:
+    """Double.
+
+    Args:
+        x: a number.
+
+    Returns:
+        2x, the number doubled: the same as x + x for
+        integers: a continuation line indented like the first.
+    """
+
+def kept(x: int) -> int:
+    """Double.
+
+    Args:
+        x: a number.
+
+    Returns:
+        2x, the number doubled: the same as x + x for
+            integers: a continuation line indented further.
+    """
+
+def wrong_name(x: int) -> int:
+    """Double.
+
+    Args:
+        y: a number.
+
+    Returns:
+        2x.
+    """
+
+def pair(x: int) -> tuple[int, int]:
+    """Double and triple, documented item by item.
+
+    Args:
+        x: a number.
+
+    Returns:
+        double: 2x.
+        triple: 3x.
+    """
+'''
+    module = griffe.visit(
+        "tiny", filepath=Path("tiny.py"), code=source, docstring_parser=griffe.Parser.google
+    )
+    assert rendering_faults(module["kept"]) == []
+    assert rendering_faults(module["pair"]) == []
+    (fault,) = rendering_faults(module["split"])
+    assert fault.startswith("returns split into 2 entries: '2x, the number doubled")
+    assert fault.endswith("'integers'")  # the continuation line, named by its "integers:"
+    faults = rendering_faults(module["wrong_name"])
+    assert "Args not in the signature: ['y']" in faults
+
+
+def test_every_public_docstring_renders_as_written(griffe_bdl):
+    """Each docstring of the public surface is parsed as the site parses it: one entry per
+    ``Returns:`` (unless it documents a tuple's items by name), ``Args:`` entries that are
+    parameters, no warning."""
+    package, _ = griffe_bdl
+    faults, unseen = {}, []
+    for name, obj in public_surface().items():
+        path = f"{obj.__module__}.{obj.__qualname__}"
+        try:
+            found = package[path.removeprefix("bdl.")]
+        except KeyError:
+            unseen.append(path)
+            continue
+        if found.is_alias:
+            found = found.final_target
+        problems = rendering_faults(found)
+        if problems:
+            faults[name] = problems
+    assert not faults, f"docstrings the API reference shows wrongly: {faults}"
+    assert len(unseen) < 10, f"not found by griffe: {unseen}"

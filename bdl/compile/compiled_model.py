@@ -234,7 +234,8 @@ class CompiledModel(Target):
         return self.likelihood.log_prob(self.adapter.apply(net, x), y, params)
 
     def energy(self, position: PyTree) -> jax.Array:
-        """U(θ) = −(N/n) Σ_i log p(y_i | x_i, θ) − w(T) log p(θ) (docs/dsl.md, *Tempering*)."""
+        """U(θ) = −(N/n) Σ_i log p(y_i | x_i, θ) − w(T) log p(θ)
+        ([Tempering](../dsl.md#tempering-the-whole-posterior-or-the-likelihood-only))."""
         return self._energy(position, self._prior_weight(None))
 
     def _energy(self, position: PyTree, prior_weight: Any) -> jax.Array:

@@ -68,8 +68,8 @@ def compile(
 
     Returns:
         A :class:`bdl.CompiledModel` for a model, a :class:`bdl.CompiledPotential` for a
-        potential: the energy U(θ), the minibatch energy and gradient at full-data scale,
-        predictions, NumPyro's ``potential_fn`` and the initial positions.
+            potential: the energy U(θ), the minibatch energy and gradient at full-data scale,
+            predictions, NumPyro's ``potential_fn`` and the initial positions.
 
     Raises:
         ValueError: data missing, malformed or not finite, a batch size outside 1..n, targets

@@ -240,7 +240,7 @@ def check_targets(compiled: Compiled, x: Any, y: Any, name: str = "y") -> Any:
 
     Returns:
         ``y`` as a host array (int32 labels for a classifier); as given when traced, or when
-        it is one of the model's own splits (checked by ``bdl.compile``).
+            it is one of the model's own splits (checked by ``bdl.compile``).
     """
     shape, want = tuple(np.shape(y)), tuple(compiled.y_train.shape[1:])
     rows = np.shape(x)[0]

@@ -34,7 +34,7 @@ def prior_draw(model: Any, key: jax.Array) -> PyTree:
 
     Returns:
         A position: the network's weights, the learned likelihood parameters and the
-        hierarchical hyper-parameters, each from its prior.
+            hierarchical hyper-parameters, each from its prior.
 
     Raises:
         NotImplementedError: a prior is improper (nothing to draw from).

@@ -65,7 +65,7 @@ class Target(eqx.Module):
     ) -> tuple[jax.Array, PyTree]:
         """Unbiased minibatch estimates Ũ(θ) and ∇Ũ(θ) at full-data scale.
 
-        The convention is in docs/design.md, *Energy*.
+        The convention is in [Design, *Energy*](../design.md#energy).
 
         Args:
             position: a position pytree (no chain axis).
@@ -96,7 +96,7 @@ class Target(eqx.Module):
 
         Returns:
             ``(batch, stream)``: the minibatch :meth:`stochastic_energy_and_grad` takes and the
-            stream's next state.
+                stream's next state.
         """
 
     @abc.abstractmethod

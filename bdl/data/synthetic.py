@@ -320,7 +320,8 @@ def linear_regression_posterior(
         Σ = (I / prior_sd² + XᵀX / noise_sd²)⁻¹,   μ = Σ Xᵀ y / noise_sd².
 
     With the likelihood counted as N = ``effective_size`` examples (weight c = N/n) and tempered
-    at T (docs/dsl.md, *Tempering*), with ``tempering="posterior"`` (π ∝ exp(−U/T))
+    at T ([Tempering](../dsl.md#tempering-the-whole-posterior-or-the-likelihood-only)), with
+    ``tempering="posterior"`` (π ∝ exp(−U/T))
 
         P = I / prior_sd² + c XᵀX / noise_sd²,   Σ = T P⁻¹,   μ = P⁻¹ c Xᵀy / noise_sd²,
 

@@ -21,7 +21,8 @@ pooled tests (two families, two-sided) and the per-coordinate ones (three per co
 two-sided; Bonferroni, so that a run with 1,000 coordinates is no likelier to be flagged than one
 with 2). A run whose every error is within the tolerance is flagged with probability at most α;
 one whose error exceeds the tolerance by (q + 1.28) standard errors is flagged with probability
-at least 90 %. docs/troubleshooting.md ("The draws are biased") shows the measured power curve.
+at least 90 %. [The draws are biased](../troubleshooting.md#the-draws-are-biased) shows the
+measured power curve.
 
 **What it cannot see.** The identities hold for π_T only up to the draws' Monte Carlo error: a
 run too short to resolve an error says so (:attr:`Bias.resolution`, the smallest spread error the

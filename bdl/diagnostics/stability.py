@@ -75,7 +75,7 @@ def bma_stability(probabilities: Any) -> Stability | None:
 
     Returns:
         The :class:`Stability`, or ``None`` with fewer than 2 draws per chain or no input whose
-        probabilities are finite.
+            probabilities are finite.
     """
     p = np.asarray(probabilities, np.float64)
     if p.ndim != 4 or p.shape[1] < 2 or p.shape[2] == 0:

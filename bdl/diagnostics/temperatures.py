@@ -380,8 +380,8 @@ def temperature_report(
 
     Returns:
         A :class:`TemperatureReport`; ``report.fraction_inside`` is the share of kinetic
-        temperatures in their ``level`` band (ideally ≈ level), ``report.mean_configurational``
-        the mean T̂_C over all parameters (ideally ≈ T).
+            temperatures in their ``level`` band (ideally ≈ level), ``report.mean_configurational``
+            the mean T̂_C over all parameters (ideally ≈ T).
     """
     if momentum is None and (position is None or grad is None):
         raise ValueError(

@@ -55,7 +55,8 @@ class Model:
             The full-data energy and the predictive are not augmented.
         tempering: what T tempers: ``"posterior"`` (default; prior and likelihood, π ∝
             exp(−U/T)) or ``"likelihood"`` (the likelihood only, the prior stays at T = 1:
-            π ∝ p(θ) Π_i p(y_i | x_i, θ)^(N/(nT)); needs a constant T). docs/dsl.md, *Tempering*.
+            π ∝ p(θ) Π_i p(y_i | x_i, θ)^(N/(nT)); needs a constant T). See
+            [Tempering](../dsl.md#tempering-the-whole-posterior-or-the-likelihood-only).
         effective_size: N, the number of examples the likelihood counts as (e.g. the size of
             the original data set when the training set holds n augmented copies); the
             likelihood term is scaled by N/n. ``None``: N = n.

@@ -144,7 +144,7 @@ class Likelihood(abc.ABC):
 
         Returns:
             E[y | f(x), φ] for each example: class probabilities ``(batch, K)`` for a classifier,
-            the mean ``(batch, ...)`` for a regression.
+                the mean ``(batch, ...)`` for a regression.
         """
         return self.distribution(output, params or {}).mean
 

@@ -101,7 +101,7 @@ class Ordered(dist.Distribution):
 
         Returns:
             An array of shape ``sample_shape + batch_shape + (K,)``, increasing along its last
-            axis.
+                axis.
         """
         draws = self.base.sample(key, (self.size, *sample_shape))  # (K, *sample, *batch)
         return jnp.sort(jnp.moveaxis(draws, 0, -1), axis=-1)

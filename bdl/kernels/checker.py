@@ -128,7 +128,8 @@ def check(
     """Check ``kernel`` for stationarity and for agreement of its step with its recipe.
 
     ``step_size`` is the h of the drift and exact noise checks, ``noise_draws`` the number of
-    steps the sampled noise check takes per state when it runs (docs/checker.md).
+    steps the sampled noise check takes per state when it runs ([the stationarity
+    checker](../checker.md)).
 
     Args:
         kernel: the kernel to check (its recipe is evaluated in float64).
@@ -141,7 +142,7 @@ def check(
 
     Returns:
         A :class:`CheckReport`: the verdict (exact or approximate), its reasons and the largest
-        residuals.
+            residuals.
     """
     if not isinstance(kernel, Kernel):
         raise TypeError(

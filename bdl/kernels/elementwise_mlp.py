@@ -205,7 +205,7 @@ class ElementwiseMLP(eqx.Module):
 
         Returns:
             ``(outputs, partials)`` with ``partials[m][k]`` = ∂outₖ/∂x_{wrt[m]}, each shaped like
-            the outputs.
+                the outputs.
         """
         wrt = tuple(int(j) for j in wrt)
         if not wrt or any(j < 0 or j >= self.in_features for j in wrt):

@@ -148,7 +148,8 @@ class SymplecticEuler(Integrator):
     the first half, so Ũ and ∇Ũ are reused; the recipe is evaluated again only at (θ, r_new),
     where the θ-update needs it (e.g. NNSGHMC's f_Q(r_new), Gong et al. 2019, Eq. 7). With
     Σ = 2hT·D_rr and J = ∂(θ-drift)/∂r, the one-step covariance is [[h²JΣJᵀ, hJΣ], [hΣJᵀ, Σ]]
-    (exactly when the θ-drift is affine in r, as SGHMC's; docs/checker.md).
+    (exactly when the θ-drift is affine in r, as SGHMC's; [the stationarity
+    checker](../checker.md)).
     """
 
     def move(

@@ -82,7 +82,7 @@ def stein_score(
 
     Returns:
         Ĝ, shape (K, d). No gradient flows through it (it is wrapped in ``stop_gradient``):
-        it is an estimate to be held fixed in the meta-loss.
+            it is an estimate to be held fixed in the meta-loss.
     """
     x = jax.lax.stop_gradient(jnp.asarray(x))
     if x.ndim != 2:

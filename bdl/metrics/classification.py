@@ -112,8 +112,8 @@ def calibration_bins(
 
     Returns:
         ``(counts, accuracies, confidences)``, each ``(B,)``: |I_b| (as float), acc(I_b) =
-        mean of 1[ŷ_i = y_i] over the bin and conf(I_b) = mean c_i over the bin (0 for empty
-        bins).
+            mean of 1[ŷ_i = y_i] over the bin and conf(I_b) = mean c_i over the bin (0 for empty
+            bins).
     """
     _check_bins(num_bins)
     return _calibration_bins(probs, checked_labels(probs, labels, "calibration_bins"), num_bins)

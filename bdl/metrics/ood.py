@@ -110,8 +110,8 @@ def ood_auroc(
 
     Returns:
         Scalar AUROC in [0, 1]: the probability that the score ranks a random OOD input as more
-        OOD than a random ID input (ties ½). Both scores give the same orientation, so 1 is
-        always perfect detection.
+            OOD than a random ID input (ties ½). Both scores give the same orientation, so 1 is
+            always perfect detection.
     """
     probs_in, probs_out = as_float(probs_in), as_float(probs_out)
     check_probs(probs_in, "probs_in")

@@ -88,7 +88,7 @@ def check_bias(samples: Samples, target: Target) -> Bias | None:
 
     Returns:
         The verdict, or ``None`` when nothing can be checked: no draws kept, fewer than 4 draws
-        per chain at a temperature above zero, or every chain diverged.
+            per chain at a temperature above zero, or every chain diverged.
 
     Raises:
         TypeError: ``samples`` is not a :class:`bdl.Samples` or ``target`` not a compiled target.

@@ -94,7 +94,7 @@ def run_monitor(target: Target, chains: int, draws: int) -> tuple[int, Any] | No
 def check_convergence(
     samples: Any, target: Any = None, *, space: str | None = None, monitored: Any = None
 ) -> Convergence | None:
-    """The convergence verdict of ``samples`` (docs/troubleshooting.md).
+    """The convergence verdict of ``samples`` ([Troubleshooting](../troubleshooting.md)).
 
     Args:
         samples: a :class:`bdl.Samples`.
@@ -108,7 +108,7 @@ def check_convergence(
 
     Returns:
         the verdict, or ``None`` when there is nothing to check: no draws kept, none taken, every
-        chain diverged, or a target at temperature 0 (optimisation, not sampling).
+            chain diverged, or a target at temperature 0 (optimisation, not sampling).
     """
     if not isinstance(samples, Samples):
         raise TypeError(

@@ -30,7 +30,7 @@ def load_samples(path: str | os.PathLike, *, like: PyTree | None = None) -> Samp
 
     Returns:
         The :class:`Samples` as they were saved: positions with their ``(chain, draw)`` axes,
-        the run's ``info``, ``extra``, ``meta``, convergence and evaluation.
+            the run's ``info``, ``extra``, ``meta``, convergence and evaluation.
 
     Raises:
         FileNotFoundError: no file at ``path``.

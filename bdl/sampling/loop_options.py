@@ -31,7 +31,8 @@ class LoopOptions:
             model; a run of one chain has nothing to take turns); default for a network with
             convolutions on the CPU, whose ``vmap`` form (grouped convolutions) XLA:CPU runs
             several times slower. Each chain's draws equal those of the ``vmap`` form to float
-            reassociation; what it gives across device layouts: docs/scaling.md.
+            reassociation; what it gives across device layouts: [Devices and
+            processes](../scaling.md).
     """
 
     chunks: ChunkPolicy | None = None

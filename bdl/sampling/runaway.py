@@ -76,8 +76,8 @@ def runaway_chains(
 
     Returns:
         ``(flags, steps, reasons)``: a bool per chain, the step from which it ran away (−1:
-        never) and a reason (``""``: none); ``None`` when nothing could be tested (no draws
-        kept).
+            never) and a reason (``""``: none); ``None`` when nothing could be tested (no draws
+            kept).
 
     Raises:
         TypeError: ``samples`` is not a :class:`bdl.Samples` or ``target`` not a compiled target.

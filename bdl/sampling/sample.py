@@ -88,7 +88,8 @@ def sample(
         devices: the devices to split the chains over: a number (the first of
             ``jax.local_devices()``) or a list of devices. Default: one device for a single
             chain, else every local device; ``num_chains`` must be a multiple of their count
-            (docs/scaling.md says what holds of the draws on several devices).
+            ([Devices and processes](../scaling.md) says what holds of the draws on several
+            devices).
         mesh: a ``jax.sharding.Mesh`` with a ``chain`` axis and/or a ``data`` axis
             (``bdl.make_mesh(chains=2, data=2)``): the data axis splits each minibatch over its
             devices, which average their full-data-scale energies and gradients; the draws then
@@ -97,9 +98,9 @@ def sample(
             With several processes (``jax.distributed``), each runs ``num_chains / processes``
             consecutive chains on its own devices and returns those (``bdl.merge_samples``
             joins them).
-        checkpoint: a directory to keep the run's state in (docs/saving.md), written every
-            ``checkpoint_every`` seconds, at the end and when the run is interrupted (with
-            several processes, each writes ``process-I`` inside it).
+        checkpoint: a directory to keep the run's state in ([Saving runs](../saving.md)),
+            written every ``checkpoint_every`` seconds, at the end and when the run is
+            interrupted (with several processes, each writes ``process-I`` inside it).
         checkpoint_every: seconds between checkpoints (0: after every call of about 0.5 s).
         resume: a checkpoint directory to continue from (and to go on checkpointing into);
             ``burn_in``, ``thin``, ``num_chains`` and ``seed`` are the checkpoint's, and giving
@@ -108,7 +109,8 @@ def sample(
             ``resume``, the checkpoint's). ``False`` keeps none: the run's memory does not grow
             with the number of draws; score them with ``evaluate`` or write them with
             ``stream_to``.
-        evaluate: score the draws on a test set as they are produced (docs/evaluation.md):
+        evaluate: score the draws on a test set as they are produced ([Evaluation that
+            streams](../evaluation.md)):
             ``True`` for the model's test split, or a :class:`bdl.evaluation.RunningBMA`. The
             result, ``samples.evaluation``, holds the BMA's metrics and the BMA-versus-draws
             curve. With ``resume``, pass the same evaluation again.
@@ -121,8 +123,8 @@ def sample(
 
     Returns:
         :class:`Samples` with ``(chain, draw)`` axes. Ctrl-C (or SIGTERM) stops the run within
-        about a second and returns what was collected, with ``interrupted=True``; the
-        checkpoint, if any, is written first.
+            about a second and returns what was collected, with ``interrupted=True``; the
+            checkpoint, if any, is written first.
 
     Raises:
         ValueError: an argument out of its range or inconsistent with the others (steps,

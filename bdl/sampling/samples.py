@@ -26,14 +26,15 @@ class DivergenceWarning(UserWarning):
 class RunawayWarning(DivergenceWarning):
     """Issued by :func:`bdl.sample` when a chain ran away or ran hot while staying finite: its
     energy or parameter norm kept growing through the sampling phase, or its configurational
-    temperature is above T beyond its sampling error (``samples.runaway``; docs/sampling.md,
-    "Run-away and hot chains"). A :class:`DivergenceWarning`, so a filter on that catches it."""
+    temperature is above T beyond its sampling error (``samples.runaway``; [Run-away and hot
+    chains](../sampling.md#run-away-and-hot-chains)). A :class:`DivergenceWarning`, so a filter
+    on that catches it."""
 
 
 class ConvergenceWarning(UserWarning):
     """Issued by :func:`bdl.sample` when its draws fail the convergence check
     (``samples.convergence``: R̂, bulk and tail ESS, stuck chains); the message names the worst
-    quantities and what to change (docs/troubleshooting.md)."""
+    quantities and what to change ([Troubleshooting](../troubleshooting.md))."""
 
 
 class BiasWarning(ConvergenceWarning):
@@ -300,7 +301,8 @@ class Samples:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the draws and everything else held here to ``path`` (``.npz`` or ``.nc``),
-        atomically; read them back with :func:`bdl.load_samples`. Layout: docs/saving.md.
+        atomically; read them back with :func:`bdl.load_samples`. Layout: [Saving
+        runs](../saving.md).
 
         Args:
             path: the file to write: its suffix, ``.npz`` (NumPy) or ``.nc`` (netCDF, which
@@ -345,10 +347,11 @@ class Samples:
         validation: Any = None,
         quantities: int = 6,
     ) -> Path:
-        """Write the run report: one self-contained HTML file (docs/report.md) with the run's
-        settings, the convergence verdict, trace and rank plots of the worst quantities by R̂,
-        divergences and run-aways, the adapted hyper-parameters, kinetic and configurational
-        temperatures and, where they apply, the comparison with NUTS and the held-out BMA.
+        """Write the run report: one self-contained HTML file ([the run report](../report.md))
+        with the run's settings, the convergence verdict, trace and rank plots of the worst
+        quantities by R̂, divergences and run-aways, the adapted hyper-parameters, kinetic and
+        configurational temperatures and, where they apply, the comparison with NUTS and the
+        held-out BMA.
 
         Args:
             path: the ``.html`` file to write.

@@ -107,7 +107,7 @@ def label_range_message(
 
     Returns:
         The message: a negative label asks for the classes to be renumbered, a label above
-        the classes for the labels or the number of classes to be fixed.
+            the classes for the labels or the number of classes to be fixed.
     """
     outside = np.asarray(outside)
     if np.any(outside < lower):

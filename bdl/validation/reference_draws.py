@@ -134,7 +134,7 @@ def reference(
 
     Returns:
         :class:`ReferenceSamples`: ``ref["net/w"]`` is ``(chains, draws, ...)``; ``ref.positions``
-        are in the sampled space, like :func:`bdl.sample`'s.
+            are in the sampled space, like :func:`bdl.sample`'s.
 
     Raises:
         UntrustedReferenceError: the draws fail the trust gate (R̂ ≥ 1.01 or bulk ESS < 400)

@@ -119,8 +119,8 @@ def validate(
 
     Returns:
         A :class:`bdl.validation.ValidationReport`: the comparison's rows (each with its value,
-        NUTS's, its threshold and whether it passed), ``passed``, the draws of both runs, the
-        plot's path and the seconds each part took; ``print(report)`` shows the table.
+            NUTS's, its threshold and whether it passed), ``passed``, the draws of both runs, the
+            plot's path and the seconds each part took; ``print(report)`` shows the table.
 
     Raises:
         ValueError: an argument out of its range (steps, burn-in, chains), or a reference of

@@ -1,4 +1,5 @@
-"""Find and load model files: ``models/NAME.py`` or any path, each defining ``build()``."""
+"""Find and load model files: ``./models/NAME.py``, the shipped ``bdl/models/NAME.py`` or any
+path, each defining ``build()``."""
 
 from __future__ import annotations
 
@@ -23,20 +24,46 @@ class ModelFileError(ValueError):
 _LOADED: set[Path] = set()
 
 
+#: the model files shipped inside the package (bdl/models/), found wherever bdl is installed
+SHIPPED = Path(__file__).resolve().parent / "models"
+
+
 def model_dirs() -> list[Path]:
-    """Where named models are looked up: ``./models`` and the ``models/`` beside the package."""
-    here = Path(__file__).resolve().parent.parent / "models"
-    dirs = [Path.cwd() / "models", here]
+    """Where named models are looked up, in order: the working directory's ``./models``, then the
+    shipped models (``bdl/models/`` inside the installed package).
+
+    Returns:
+        The directories that exist, the working directory's first: a user's
+            ``./models/NAME.py`` takes precedence over the shipped model of that name.
+    """
+    dirs = [Path.cwd() / "models", SHIPPED]
     return [d for i, d in enumerate(dirs) if d.is_dir() and d not in dirs[:i]]
 
 
 def model_names() -> list[str]:
-    """Names of the models found in :func:`model_dirs`."""
+    """Names of the models found in :func:`model_dirs`.
+
+    Returns:
+        The sorted names (file stems, those starting with ``_`` left out) of every directory.
+    """
     names = {p.stem for d in model_dirs() for p in d.glob("*.py") if not p.stem.startswith("_")}
     return sorted(names)
 
 
 def resolve(name_or_path: str) -> Path:
+    """The model file of a name or a path.
+
+    Args:
+        name_or_path: a path ending in ``.py``, or a model name looked up in :func:`model_dirs`
+            (the working directory's ``./models`` first, then the shipped models).
+
+    Returns:
+        The path of the model file.
+
+    Raises:
+        FileNotFoundError: a ``.py`` path that is not a file.
+        ValueError: a name found in no directory, with the names that are.
+    """
     path = Path(name_or_path)
     if path.suffix == ".py":
         if path.is_dir():
@@ -46,11 +73,11 @@ def resolve(name_or_path: str) -> Path:
         return path
     for d in model_dirs():
         candidate = d / f"{name_or_path}.py"
-        if candidate.is_file():
+        if candidate.is_file() and not name_or_path.startswith("_"):
             return candidate
     raise ValueError(
-        f"unknown model {name_or_path!r}: give a name from models/ "
-        f"({', '.join(model_names())}) or a path to a .py file defining build()."
+        f"unknown model {name_or_path!r}: give the name of a shipped model or of a file in "
+        f"./models/ ({', '.join(model_names())}) or a path to a .py file defining build()."
     )
 
 

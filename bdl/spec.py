@@ -1,7 +1,8 @@
 """``bdl.ModelSpec``: a declared model with its data and sensible run defaults.
 
-Files in ``models/`` (and any user file given to the ``bdl`` command) define
-``build(**options) -> ModelSpec``; the command line runs them by name.
+The shipped model files (``bdl/models/``), a user's ``./models/NAME.py`` and any file given to the
+``bdl`` command by path define ``build(**options) -> ModelSpec``; the command line runs them by
+name.
 """
 
 from __future__ import annotations

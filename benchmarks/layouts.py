@@ -1,6 +1,6 @@
 """How far apart a shipped model's runs on 1, 2 and 4 CPU devices are (docs/scaling.md).
 
-Runs SGHMC on a model of models/ in one process of 4 host devices, once per layout, and prints,
+Runs SGHMC on a model of bdl/models/ in one process of 4 host devices, once per layout, and prints,
 for each layout against the first, the fraction of values that differ and the largest relative
 and absolute difference of the positions, of every ``Info`` field and of the adapted values:
 

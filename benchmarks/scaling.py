@@ -10,7 +10,7 @@ measures
             devices (``mesh=bdl.make_mesh(chains=1, data=D)``), for every per-device batch b in
             ``--batches``: what splitting a large minibatch costs or saves.
 
-  (resnet)  the per-step cost of ResNet-20 (models/resnet20_cifar.py, filter response
+  (resnet)  the per-step cost of ResNet-20 (bdl/models/resnet20_cifar.py, filter response
             normalisation) on CIFAR-shaped random data at batch 128: ``bdl.sample`` with SGHMC
             against a jitted ``lax.scan`` of ``optax.sgd(ℓ, momentum=β)`` steps on the same
             network, minibatches and gradient, and against that scan with one Gaussian draw of
@@ -104,8 +104,9 @@ def per_step(target, kernel, steps: int, repeats: int, **options) -> float:
 
 
 def resnet_on_random_data(depth: int, batch_size: int = 128, n: int = 1024):
-    """ResNet-``depth`` of models/resnet20_cifar.py compiled on ``n`` CIFAR-shaped N(0, 1) images
-    with uniform labels (no augmentation: the SGD baseline gets exactly the same minibatches)."""
+    """ResNet-``depth`` of bdl/models/resnet20_cifar.py compiled on ``n`` CIFAR-shaped N(0, 1)
+    images with uniform labels (no augmentation: the SGD baseline gets exactly the same
+    minibatches)."""
     from bdl.model_files import resolve
 
     spec = importlib.util.spec_from_file_location("resnet20_cifar", resolve("resnet20_cifar"))

@@ -3,9 +3,9 @@ same SGLD update (and BlackJAX's SGLD kernel), side by side in one run.
 
 Models:
 
-* the conjugate linear regression (models/linear_regression.py, d = 4, n = 128, Gaussian
+* the conjugate linear regression (bdl/models/linear_regression.py, d = 4, n = 128, Gaussian
   likelihood with σ = 0.5, N(0, 1) prior), full batch (B = n) and B = n/8;
-* the depth-1 prior-data MLP (models/mlp_prior_data.py, 5→10→3 ReLU, d = 93, n = 100,
+* the depth-1 prior-data MLP (bdl/models/mlp_prior_data.py, 5→10→3 ReLU, d = 93, n = 100,
   Categorical, He-normal weights and N(0, 0.05²) biases), full batch and B = n/8 (rounded down).
 
 With the same chains, steps, step size and starting positions (``init_positions`` of the

@@ -1,6 +1,6 @@
 """Time to fidelity: how long an exact SG-MCMC kernel takes to match NUTS's predictive.
 
-On the prior-data MLP (models/mlp_prior_data.py: depth 1–3, ``n_train`` training points,
+On the prior-data MLP (bdl/models/mlp_prior_data.py: depth 1–3, ``n_train`` training points,
 T = 1, minibatch 100), for each configuration it
 
 1. times NumPyro NUTS to a *trusted* reference (docs/design.md, *Validation*: 4 chains,

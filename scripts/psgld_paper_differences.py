@@ -1,5 +1,5 @@
 """Measure what bdl's pSGLD does differently from Li et al. (2016, Alg. 1), on the conjugate
-linear regression of models/linear_regression.py (n = 100, batch 20, closed-form posterior).
+linear regression of bdl/models/linear_regression.py (n = 100, batch 20, closed-form posterior).
 
 bdl's pSGLD (docs/kernels/psgld.md) keeps Alg. 1's statistic V ← αV + (1−α)(∇Ũ/n)² and
 G = 1/(λ + √V), with ε = 2h, and differs in three places, each measured here:

@@ -7,4 +7,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install --quiet --upgrade pip
 fi
+# an environment made before the distribution was named bdl-sgmcmc holds an editable install
+# named bdl, which would stay beside the new one: remove it
+if .venv/bin/python -m pip show bdl >/dev/null 2>&1; then
+  .venv/bin/python -m pip uninstall --quiet --yes bdl
+fi
 .venv/bin/python -m pip install --quiet -e '.[dev]'

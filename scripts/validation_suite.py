@@ -1,7 +1,7 @@
 """Run the validation suite and write docs/validation.md, its figures and its raw results.
 
-Every registered kernel on the small models of models/ (scripts/validation/suite.py), each against
-a cached NumPyro NUTS reference with the thresholds of bdl/validation/compare.py.
+Every registered kernel on the small models of bdl/models/ (scripts/validation/suite.py), each
+against a cached NumPyro NUTS reference with the thresholds of bdl/validation/compare.py.
 
     .venv/bin/python scripts/validation_suite.py                  # full suite, ≈ 1.5 h on 2 cores
     .venv/bin/python scripts/validation_suite.py --quick          # smoke version, a few minutes

@@ -613,7 +613,7 @@ def test_a_default_start_whose_prior_draw_overflows_starts_from_the_declared_par
 
 
 def test_a_default_start_whose_prior_draw_has_an_infinite_gradient_is_replaced():
-    """models/poisson_glm.py, seed 0: one chain's prior draw has every rate exp(η) infinite.
+    """bdl/models/poisson_glm.py, seed 0: one chain's prior draw has every rate exp(η) infinite.
     Compiled, its energy stays finite (XLA turns y·log(exp(η)) into y·η) but its gradient
     (y − exp(η))·x does not, and every warm-up step from there failed until the chain was
     marked diverged at step 40. The default start now checks the gradient too."""

@@ -246,7 +246,7 @@ def test_newer_format_message_says_what_to_do(tmp_path):
         bdl.load_samples(_newer_format(tmp_path))
     message = str(caught.value)
     assert "good.npz" in message and "format 99" in message
-    assert "reads formats up to 1" in message and "pip install --upgrade bdl" in message
+    assert "reads formats up to 1" in message and "pip install --upgrade bdl-sgmcmc" in message
 
 
 def test_a_failed_load_leaves_the_file_alone(tmp_path):

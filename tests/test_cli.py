@@ -19,7 +19,7 @@ import pytest
 import bdl
 from bdl.cli.main import main
 from bdl.cli.summary import function_space_lines, parameter_space_lines
-from bdl.model_files import load_spec
+from bdl.model_files import load_spec, resolve
 from bdl.sampling import Samples
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -290,7 +290,7 @@ def test_cli_checkpoint_resume_and_extend(tmp_path, capsys):
 def test_cli_resume_from_another_directory(tmp_path, monkeypatch, capsys):
     """A model file and the stream's directory are recorded as absolute paths."""
     model = tmp_path / "mine.py"
-    model.write_text((ROOT / "models" / "linear_regression.py").read_text())
+    model.write_text(resolve("linear_regression").read_text())
     monkeypatch.chdir(tmp_path)
     run = ["sample", "mine.py", "--kernel", "sgld", "--hyper", "step_size=1e-4", "--chains", "1"]
     ran = (0, 4)  # 4: not converged, as one chain of 150 steps at h = 1e-4 is

@@ -1,4 +1,4 @@
-"""models/correlated_regression.py: an ill-conditioned posterior made by correlated predictors
+"""bdl/models/correlated_regression.py: an ill-conditioned posterior made by correlated predictors
 of one scale, and an energy that is NumPyro's for the same regression."""
 
 import jax.numpy as jnp

@@ -232,7 +232,7 @@ def test_per_input_needs_a_dense_weight_or_a_vector():
 
 
 def test_eight_schools_model_file_has_per_school_scales():
-    """models/eight_schools.py: its energy is NumPyro's with the known σ_j, in both forms."""
+    """bdl/models/eight_schools.py: its energy is NumPyro's with the known σ_j, in both forms."""
     for centred in (True, False):
         spec = load_spec("eight_schools", centred=centred)
         target = spec.compile()

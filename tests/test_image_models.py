@@ -1,4 +1,4 @@
-"""The image models of ``models/``: the MNIST-1D CNN (with and without augmentation) and the
+"""The image models of ``bdl/models/``: the MNIST-1D CNN (with and without augmentation) and the
 ResNet-20 with FRN on CIFAR, the latter on ``tfds.testing.mock_data`` (nothing is downloaded)."""
 
 from __future__ import annotations

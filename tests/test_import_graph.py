@@ -47,13 +47,19 @@ FACADE = "bdl"
 FROM_FACADE = frozenset({"__version__"})
 #: the most lines a module of bdl may have
 MAX_LINES = 500
+#: the shipped model files: programs written against bdl's public API (``import bdl``), loaded
+#: by path as a user's model file is (bdl/model_files.py), not modules of a layer
+SHIPPED_MODELS = ROOT / "models"
 
 
 @functools.cache
 def modules() -> dict[str, Path]:
-    """Dotted module name → file, for every module of bdl/ (a package by its ``__init__``)."""
+    """Dotted module name → file, for every module of bdl/ (a package by its ``__init__``) but
+    the shipped model files."""
     found = {}
     for path in sorted(ROOT.rglob("*.py")):
+        if path.is_relative_to(SHIPPED_MODELS):
+            continue
         parts = path.relative_to(ROOT.parent).with_suffix("").parts
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found

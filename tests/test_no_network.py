@@ -2,7 +2,7 @@
 
 The likelihood reads its learned parameters directly; minibatches, tempering, NUTS (and
 ``bdl.reference``), the predictive, constrained draws by name, ArviZ and the command line work as
-for any model. The shipped models/gaussian_mixture.py and models/lkj_correlation.py are
+for any model. The shipped bdl/models/gaussian_mixture.py and bdl/models/lkj_correlation.py are
 validated against NUTS in the slow tests.
 """
 

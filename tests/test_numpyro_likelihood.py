@@ -196,7 +196,7 @@ def test_unbroadcastable_parameters_named_at_compile():
 
 
 def test_negbin_regression_model_file():
-    """models/negbin_regression.py: overdispersed counts, the energy is the NB2 GLM's with the
+    """bdl/models/negbin_regression.py: overdispersed counts, the energy is the NB2 GLM's with the
     concentration's prior and log-Jacobian."""
     from bdl.model_files import load_spec
 

@@ -180,8 +180,8 @@ def test_psgld_mean_on_correlated_gaussian():
 
 def test_sghmc_layerwise_recovers_conjugate_regression():
     """SGHMC with a semi-adaptive layerwise mass on the conjugate regression of
-    ``models/linear_regression.py``, the weights split into two leaves and the first two features
-    scaled by 3 so that the layerwise mass is far from 1 (M_a ≈ 3): the posterior is still
+    ``bdl/models/linear_regression.py``, the weights split into two leaves and the first two
+    features scaled by 3 so that the layerwise mass is far from 1 (M_a ≈ 3): the posterior is still
     conjugate (features X·diag(s)) and is checked against its closed form.
 
     The mass is re-estimated every 200 steps. With the default window of one epoch (5 steps

@@ -18,6 +18,11 @@ MAX_SEED = 2**31 - 1
 #: the starts of ``bdl.sample``'s ``init`` for models and for potentials
 MODEL_INITS = ("auto", "network", "perturbed", "map", "prior", "fixed")
 POTENTIAL_INITS = ("auto", "fixed")
+#: the help of a command's MODEL argument (docs/models.md, "How `bdl sample MODEL` finds a model")
+MODEL_HELP = (
+    "a model name (./models/NAME.py in the working directory, else a model shipped with bdl) or "
+    "a path to a .py file defining build()"
+)
 
 
 def parse_options(items: list[str] | None, flag: str) -> dict[str, Any]:

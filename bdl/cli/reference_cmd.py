@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bdl.cli.options import at_least, check_seed, parse_options
+from bdl.cli.options import MODEL_HELP, at_least, check_seed, parse_options
 
 #: formats ``--out`` writes, by suffix
 OUT_SUFFIXES = (".npz", ".nc")
@@ -19,7 +19,7 @@ OUT_SUFFIXES = (".npz", ".nc")
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reference", help="the trusted NumPyro NUTS draws of a model")
-    p.add_argument("model", help="a model name from models/ or a path to a .py file")
+    p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--option", action="append", metavar="KEY=VALUE")
     p.add_argument("--warmup", type=int, default=1_000, help="NUTS warm-up steps per chain")
     p.add_argument("--samples", type=int, default=1_000, help="NUTS draws per chain")

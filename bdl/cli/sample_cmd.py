@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bdl.cli.options import (
+    MODEL_HELP,
     check_adaptable,
     check_init,
     check_kernel,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sample", help="draw samples of MODEL with a kernel")
-    p.add_argument("model", nargs="?", help="a model name from models/ or a path to a .py file")
+    p.add_argument("model", nargs="?", help=MODEL_HELP)
     p.add_argument("--kernel", default=None, help="kernel name (see `bdl kernels`)")
     p.add_argument("--steps", type=int, default=None, help="total steps per chain")
     p.add_argument("--burn-in", type=int, default=None, help="steps discarded first")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from bdl.cli.options import (
+    MODEL_HELP,
     at_least,
     check_adaptable,
     check_init,
@@ -31,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "validate", help="compare a kernel with NumPyro NUTS (exit 1 if outside the thresholds)"
     )
-    p.add_argument("model", help="a model name from models/ or a path to a .py file")
+    p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--kernel", required=True, help="kernel name (see `bdl kernels`)")
     p.add_argument("--hyper", action="append", metavar="KEY=VALUE")
     p.add_argument("--option", action="append", metavar="KEY=VALUE")

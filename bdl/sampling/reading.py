@@ -156,7 +156,7 @@ def _parse_header(file: Path, text: str) -> dict[str, Any]:
         raise SamplesFileError(
             f"{str(file)!r} is in samples format {version} (written by bdl "
             f"{header.get('bdl_version', '?')}); this bdl ({__version__}) reads formats up to "
-            f"{FORMAT_VERSION}. Upgrade bdl (pip install --upgrade bdl) to read it."
+            f"{FORMAT_VERSION}. Upgrade bdl (pip install --upgrade bdl-sgmcmc) to read it."
         )
     missing = sorted(
         {"kernel", "steps_done", "interrupted", "meta", "trees"} - set(header)

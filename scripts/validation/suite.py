@@ -1,4 +1,5 @@
-"""The validation suite: every registered kernel on the small models of ``models/``, against NUTS.
+"""The validation suite: every registered kernel on the small shipped models (``bdl/models/``),
+against NUTS.
 
 A :class:`Case` is a model (with its ``build()`` options, e.g. depth and temperature) and one
 :class:`KernelRun` per kernel: the hyper-parameters and run lengths chosen for that model. The
@@ -75,7 +76,7 @@ class Case:
 
     Attributes:
         key: identifier, also the plot's file name.
-        model: name of a file in ``models/``.
+        model: name of a file in ``bdl/models/``.
         options: ``build()`` options.
         title: the heading in docs/validation.md.
         runs: kernel name → :class:`KernelRun`.

@@ -1,4 +1,4 @@
-"""Runs of shipped models (models/) on 1, 2 and 4 CPU devices with the chains in turn, for
+"""Runs of shipped models (bdl/models/) on 1, 2 and 4 CPU devices with the chains in turn, for
 tests/sampling/test_layout.py.
 
 XLA fixes the number of CPU devices when a process starts, so the test runs this file as a

@@ -1,0 +1,7 @@
+"""The model files shipped with bdl, run by name: ``bdl sample linear_regression``.
+
+Each file defines ``build(**options) -> bdl.ModelSpec`` and is loaded by path with
+:func:`bdl.model_files.load_spec` (never imported as a module of bdl), so a copy saved as
+``./models/NAME.py`` in the working directory runs the same way and takes precedence over the
+shipped file of that name (docs/models.md, "How `bdl sample MODEL` finds a model").
+"""

@@ -12,4 +12,5 @@ fi
 if .venv/bin/python -m pip show bdl >/dev/null 2>&1; then
   .venv/bin/python -m pip uninstall --quiet --yes bdl
 fi
-.venv/bin/python -m pip install --quiet -e '.[dev]'
+# ode: the optional ODE solver, so that the tests of the posteriordb suite's ODE posteriors run
+.venv/bin/python -m pip install --quiet -e '.[dev,ode]'

@@ -14,7 +14,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--hyper", action="append", metavar="KEY=VALUE", help="kernel hyper-parameter (repeatable)"
     )
     p.add_argument("--temperature", type=float, default=0.7, help="T at which to check (>= 0.01)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the random states checked (default 0)"
+    )
     p.set_defaults(run=run)
 
 

@@ -28,8 +28,15 @@ SGLD_RUN = (200_000, 50)
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the embedded demonstration")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out-dir", type=Path, default=Path("bdl-output"))
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the NUTS reference and the kernel runs"
+    )
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path("bdl-output"),
+        help="directory for the figures (default bdl-output)",
+    )
     p.set_defaults(run=run)
 
 

@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "FILE; checkpoints every few iterations into --out and resumes with --resume."
         ),
     )
-    p.add_argument("kernel", choices=sorted(TRAINERS))
+    p.add_argument("kernel", choices=sorted(TRAINERS), help="the learned kernel to train")
     p.add_argument("--config", default=None, help="TOML config (default: the shipped one)")
     p.add_argument("--out", default=None, help="run directory (default: bdl-output/meta/KERNEL)")
     p.add_argument("--resume", action="store_true", help="continue from the run directory")

@@ -162,6 +162,40 @@ def kernel_hyper(
     return registry.merge(suggested, given)
 
 
+def tuned_hint(
+    model: str, spec: Any, name: str, kernel: Any, hyper: dict[str, Any], tuned: bool
+) -> str:
+    """For a run that did not converge: the model file's validated settings for the kernel, when
+    the run did not use them (no ``--tuned``), as one line naming ``--tuned``; ``""`` otherwise.
+
+    Args:
+        model: MODEL as given on the command line.
+        spec: the model file's :class:`bdl.ModelSpec`.
+        name: ``--kernel``, the kernel's registered name.
+        kernel: the kernel as run (``registry.get(...)``).
+        hyper: the ``--hyper`` values given.
+        tuned: whether ``--tuned`` was given.
+
+    Returns:
+        the line, or ``""``.
+    """
+    suggested = spec.kernel_hyper(name)
+    if tuned or not suggested:
+        return ""
+    from bdl.sampling import warmup
+
+    if warmup.needs_adaptation(kernel):
+        ran = "adapted its step size, mass and friction during burn-in instead"
+    else:
+        given = " ".join(f"--hyper {k}={v}" for k, v in hyper.items())
+        ran = f"ran with {given or 'the kernel defaults'} instead"
+    shown = ", ".join(f"{k}={v}" for k, v in suggested.items())
+    return (
+        f"{model} has validated settings for {name} ({shown}) and this run {ran}: rerun with "
+        "--tuned to use them."
+    )
+
+
 def check_adaptable(kernel: Any, burn_in: int) -> None:
     """A kernel built without a step size adapts during burn-in, which needs at least
     :data:`bdl.sampling.warmup.MIN_BURN_IN` steps: else ``ValueError`` naming the flags, before

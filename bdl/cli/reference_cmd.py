@@ -20,11 +20,18 @@ OUT_SUFFIXES = (".npz", ".nc")
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reference", help="the trusted NumPyro NUTS draws of a model")
     p.add_argument("model", help=MODEL_HELP)
-    p.add_argument("--option", action="append", metavar="KEY=VALUE")
+    p.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="model option passed to build() (repeatable), e.g. --option depth=3",
+    )
     p.add_argument("--warmup", type=int, default=1_000, help="NUTS warm-up steps per chain")
     p.add_argument("--samples", type=int, default=1_000, help="NUTS draws per chain")
     p.add_argument("--chains", type=int, default=4, help="NUTS chains (at least 4)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of NUTS's starts and steps (default 0)"
+    )
     p.add_argument("--no-cache", action="store_true", help="rerun NUTS even if cached")
     p.add_argument("--out", type=Path, default=None, help="save the draws (.npz or .nc)")
     p.set_defaults(run=run)

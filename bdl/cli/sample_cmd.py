@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 import time
 import warnings
@@ -28,8 +27,10 @@ from bdl.cli.options import (
     kernel_hyper,
     parse_options,
     run_lengths,
+    tuned_hint,
 )
 from bdl.cli.report_option import add_report_argument, check_report_path, write_report
+from bdl.cli.resume_record import record_command, resumed_command
 
 if TYPE_CHECKING:
     from bdl.sampling import Samples
@@ -157,28 +158,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-#: what ``--checkpoint`` records of the command line, so that ``--resume`` can rebuild the run
-RUN_FILE = "command.json"
-_RECORDED = (
-    "model",
-    "kernel",
-    "hyper",
-    "option",
-    "tuned",
-    "chains",
-    "seed",
-    "burn_in",
-    "thin",
-    "evaluate",
-    "no_keep_draws",
-    "stream_to",
-)
-
-
 def run(args: argparse.Namespace) -> int:
     import jax
 
-    from bdl.cli.summary import exit_status, summary_lines
+    from bdl.cli.summary import NOT_CONVERGED, exit_status, summary_lines
     from bdl.kernels import registry
     from bdl.model_files import load_spec
     from bdl.sampling import (
@@ -235,11 +218,11 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--checkpoint-every must be >= 0 seconds; got {args.checkpoint_every}.")
     check_seed(args.seed)
     check_kernel(args.kernel)
-    hyper = parse_options(args.hyper, "--hyper")
+    given = parse_options(args.hyper, "--hyper")
     spec = load_spec(args.model, **parse_options(args.option, "--option"))
     lengths = run_lengths(args, spec)
     check_init(args.init, spec)
-    hyper = kernel_hyper(args.model, spec, args.kernel, hyper, args.tuned)
+    hyper = kernel_hyper(args.model, spec, args.kernel, given, args.tuned)
     kernel = registry.get(args.kernel, **hyper)
     check_adaptable(kernel, lengths.burn_in)
     target = spec.compile()
@@ -320,7 +303,12 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.report is not None:
         write_report(samples, args.report, target)
-    return exit_status(samples)
+    status = exit_status(samples)
+    if status == NOT_CONVERGED:
+        hint = tuned_hint(args.model, spec, args.kernel, kernel, given, args.tuned)
+        if hint:
+            print(f"bdl sample: {hint}", file=sys.stderr)
+    return status
 
 
 def evaluation_line(evaluation: Any) -> str:
@@ -401,64 +389,6 @@ def own_directory(directory: Path) -> Path:
     from bdl.sampling.checkpointing import own
 
     return own(Path(directory))
-
-
-def record_command(
-    args: argparse.Namespace, directory: Path, steps: int, burn_in: int, thin: int
-) -> None:
-    """Write what ``--resume`` needs to rebuild this run into the checkpoint directory; paths
-    (a model file, the stream's directory) absolute, so that the run resumes from anywhere."""
-    record = {name: getattr(args, name) for name in _RECORDED}
-    record["model"] = _absolute_model(args.model)
-    record["stream_to"] = None if args.stream_to is None else str(Path(args.stream_to).resolve())
-    record.update(steps=steps, burn_in=burn_in, thin=thin, init=args.init)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / RUN_FILE).write_text(json.dumps(record, indent=1))
-
-
-def _absolute_model(model: str) -> str:
-    """MODEL as recorded: a model file's absolute path, a model's name as it is."""
-    path = Path(model)
-    return str(path.resolve()) if path.suffix == ".py" and path.is_file() else model
-
-
-def resumed_command(args: argparse.Namespace) -> None:
-    """Fill ``args`` from the command recorded in ``--resume DIR``; a flag given again with
-    another value is an error naming it (``--steps`` may grow: the run is extended)."""
-    path = args.resume / RUN_FILE
-    if not path.is_file():
-        raise ValueError(
-            f"--resume {args.resume}: no {RUN_FILE} there; give a directory that "
-            "`bdl sample ... --checkpoint DIR` wrote."
-        )
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"--resume {args.resume}: {path} cannot be read ({err}).") from None
-    if args.checkpoint is not None and args.checkpoint != args.resume:
-        raise ValueError(
-            "--checkpoint with --resume: a resumed run goes on checkpointing into the directory "
-            "it resumes; leave --checkpoint out."
-        )
-    for name in (*_RECORDED, "init"):
-        given, saved = getattr(args, name), record.get(name)
-        if name == "stream_to" and given is not None:
-            given = str(Path(given).resolve())
-        if name == "model" and given is not None:
-            given = _absolute_model(given)
-        flag = "MODEL" if name == "model" else "--" + name.replace("_", "-")
-        if given not in (None, False, []) and given != saved:
-            raise ValueError(_conflict(flag, given, saved, args.resume))
-        setattr(args, name, saved)
-    if args.steps is None:
-        args.steps = record.get("steps")
-
-
-def _conflict(flag: str, given: object, saved: object, directory: Path) -> str:
-    return (
-        f"{flag} {given} conflicts with the run in --resume {directory}, which has {saved}; "
-        f"leave {flag} out to continue it."
-    )
 
 
 def interruption(samples: Samples, steps: int, burn_in: int) -> str:

@@ -21,6 +21,7 @@ from bdl.cli.options import (
     kernel_hyper,
     parse_options,
     run_lengths,
+    tuned_hint,
 )
 from bdl.cli.report_option import add_report_argument, check_report_path, write_report
 
@@ -34,21 +35,57 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--kernel", required=True, help="kernel name (see `bdl kernels`)")
-    p.add_argument("--hyper", action="append", metavar="KEY=VALUE")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE")
-    p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--burn-in", type=int, default=None)
-    p.add_argument("--thin", type=int, default=None)
-    p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--hyper",
+        action="append",
+        metavar="KEY=VALUE",
+        help="kernel hyper-parameter (repeatable), e.g. --hyper step_size=1e-3; without a step "
+        "size the kernel adapts it during burn-in",
+    )
+    p.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="model option passed to build() (repeatable), e.g. --option depth=3",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="the kernel's total steps per chain, burn-in included (default: the model file's)",
+    )
+    p.add_argument(
+        "--burn-in",
+        type=int,
+        default=None,
+        help="the kernel's steps discarded first (default: the model file's)",
+    )
+    p.add_argument(
+        "--thin",
+        type=int,
+        default=None,
+        help="keep every THIN-th step after burn-in (default: the model file's)",
+    )
+    p.add_argument("--chains", type=int, default=4, help="the kernel's chains (default 4)")
+    p.add_argument("--seed", type=int, default=0, help="the kernel run's seed (default 0)")
     p.add_argument(
         "--init", default=None, help="start: auto, network, perturbed, prior, map or fixed"
     )
     p.add_argument(
         "--tuned", action="store_true", help="use the model file's validated hyper-parameters"
     )
-    p.add_argument("--nuts-warmup", type=int, default=1_000)
-    p.add_argument("--nuts-samples", type=int, default=1_000)
+    p.add_argument(
+        "--nuts-warmup",
+        type=int,
+        default=1_000,
+        help="NUTS warm-up steps per chain of the reference (default 1000)",
+    )
+    p.add_argument(
+        "--nuts-samples",
+        type=int,
+        default=1_000,
+        help="NUTS draws per chain of the reference (default 1000)",
+    )
     p.add_argument(
         "--plot",
         type=Path,
@@ -82,11 +119,11 @@ def run(args: argparse.Namespace) -> int:
     )
     check_plot(args.plot)
     check_report_path(args.report)
-    hyper = parse_options(args.hyper, "--hyper")
+    given = parse_options(args.hyper, "--hyper")
     spec = load_spec(args.model, **parse_options(args.option, "--option"))
     lengths = run_lengths(args, spec)
     check_init(args.init, spec)
-    hyper = kernel_hyper(args.model, spec, args.kernel, hyper, args.tuned)
+    hyper = kernel_hyper(args.model, spec, args.kernel, given, args.tuned)
     kernel = registry.get(args.kernel, **hyper)
     check_adaptable(kernel, lengths.burn_in)
     target = spec.compile()
@@ -119,6 +156,9 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"bdl validate: the kernel's run was not compared: {verdict.report()}", file=sys.stderr
         )
+        hint = tuned_hint(args.model, spec, args.kernel, kernel, given, args.tuned)
+        if hint:
+            print(f"bdl validate: {hint}", file=sys.stderr)
     return 0 if report.passed else 1
 
 

@@ -76,10 +76,13 @@ import numpy as np
 from bdl.diagnostics.chains import effective_sample_size
 
 __all__ = [
+    "DETAILED",
     "FALSE_ALARM",
     "MIN_DRAWS",
     "SD_TOLERANCE",
     "ChainTest",
+    "chain_ranges",
+    "flagged_report",
     "growth",
     "heat",
     "quantile",
@@ -91,6 +94,14 @@ FALSE_ALARM = 1e-3
 SD_TOLERANCE = 1.25
 #: fewest tested draws per chain for the growth test (four per third)
 MIN_DRAWS = 12
+#: flagged chains whose reason a report spells out, at most (the rest are counted by kind)
+DETAILED = 3
+#: the kinds of reason a report counts: (what the reason says, how the count names it)
+KINDS = (
+    ("not finite", "a non-finite temperature"),
+    ("ran hot", "ran hot"),
+    ("kept growing", "energy kept growing"),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,3 +213,63 @@ def heat(virial: Sequence[float], num_params: int, tests: int) -> ChainTest:
         detail = f"configurational temperature {mean:.4g}·T ± {se:.3g}"
     flagged = mean > limit or low > every
     return ChainTest(bool(flagged), mean, limit, 0 if flagged else -1, detail)
+
+
+def chain_ranges(chains: Sequence[int]) -> str:
+    """Chain numbers as ranges: ``[0, 1, 2, 3, 5, 8, 9]`` → ``"0–3, 5, 8–9"``.
+
+    Args:
+        chains: the chains' numbers.
+
+    Returns:
+        the text.
+    """
+    numbers = sorted({int(c) for c in chains})
+    parts, start = [], None
+    for i, c in enumerate(numbers):
+        start = c if start is None else start
+        if i + 1 == len(numbers) or numbers[i + 1] != c + 1:
+            parts.append(str(c) if start == c else f"{start}–{c}")
+            start = None
+    return ", ".join(parts)
+
+
+def flagged_report(
+    flags: Sequence[bool], steps: Sequence[int], reasons: Sequence[str], detailed: int = DETAILED
+) -> str:
+    """The run-away and hot chains of a run, for a warning: one summary line, then the reasons
+    of at most ``detailed`` chains (the earliest to fail), then the others counted by kind.
+
+    Args:
+        flags: per chain, whether it ran away or ran hot.
+        steps: per chain, the step from which (−1: never).
+        reasons: per chain, what was seen.
+        detailed: chains whose reason is spelt out, at most.
+
+    Returns:
+        The report (``""`` when no chain is flagged); every chain's reason stays in
+        ``samples.runaway_reason``.
+    """
+    bad = [c for c, flagged in enumerate(flags) if flagged]
+    if not bad:
+        return ""
+    first = min(int(steps[c]) for c in bad)
+    which = f"chain{'s' if len(bad) > 1 else ''} {chain_ranges(bad)}"
+    since = f"from step {first}" + (" on" if len(bad) > 1 else "")
+    lines = [
+        f"{len(bad)} of {len(flags)} chains ran away or ran hot while staying finite ({which}, "
+        f"{since}); their draws are not draws of the posterior."
+    ]
+    shown = sorted(bad, key=lambda c: (int(steps[c]), c))[:detailed]
+    lines += [f"  chain {c} from step {int(steps[c])}: {reasons[c]}" for c in sorted(shown)]
+    rest = [c for c in bad if c not in shown]
+    if rest:
+        counts = [
+            f"{label} {n}" for key, label in KINDS if (n := sum(key in reasons[c] for c in rest))
+        ]
+        lines.append(
+            f"  and {len(rest)} more (chain{'s' if len(rest) > 1 else ''} {chain_ranges(rest)}: "
+            f"{', '.join(counts) or 'flagged'}); each chain's reason is in "
+            "samples.runaway_reason."
+        )
+    return "\n".join(lines)

@@ -42,11 +42,19 @@ def validation_parts(validation: Any, target: Any = None) -> list[str]:
         ),
     ]
     rows = [
-        [r.name, float(r.value), None if r.reference is None else float(r.reference),
-         r.threshold, "reported" if r.passed is None else bool(r.passed)]
+        [r.name, r.shown() if r.nonnegative and r.value < 0 else float(r.value),
+         None if r.reference is None else float(r.reference), r.threshold,
+         "reported" if r.passed is None else bool(r.passed)]
         for r in validation.rows
     ]  # fmt: skip
     parts.append(table(["quantity", "kernel", "NUTS", "threshold", "verdict"], rows))
+    parts.append(
+        note(
+            "NUTS: its own value of the quantity, by the same rules (blank where the row compares "
+            "the kernel with NUTS). A distance whose unbiased estimate dips below 0 is shown as "
+            "≈ 0."
+        )
+    )
     parts.append(_marginals(validation, target))
     plot = getattr(validation, "plot", None)
     mime = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg"}

@@ -2,16 +2,24 @@
 
 What is monitored is what the convergence check monitors (:mod:`bdl.sampling.convergence`): a
 network's predictions on held-out inputs (:func:`bdl.sampling.monitored.verdict_quantities`),
-each chain centred at its own mean (weights in function space: hidden units permute between
-chains), any other model's sampled coordinates. Of those, the
-report plots the few with the largest R̂, so that a report of a network stays small and fast.
-The plots are ArviZ's (``plot_trace``, ``plot_rank``); divergences and run-away chains are
-marked on the traces at the draw where they happened.
+any other model's sampled coordinates. Of those, the report plots the few with the largest R̂,
+so that a report of a network stays small and fast.
+
+The traces and the per-chain distributions are drawn in each quantity's own units (a log
+predictive density in nats, at most 0). A network's R̂ and ESS are those of the verdict: each
+chain centred at its own mean (its weights sit in a mode of their own, whose predictions differ
+from another chain's however long they run), so its rank plots, which show what R̂ reads, are
+of the centred values too. Each distribution panel puts every chain in a band of its own, a
+histogram on bins shared by all chains and scaled to its own peak, so that a chain that barely
+moves shows as a narrow bar beside the others instead of a spike that flattens them. The rank
+plots are ArviZ's (``plot_rank``); divergences and run-away chains are marked on the traces at
+the draw where they happened.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -31,9 +39,13 @@ class Quantities:
     Attributes:
         space: ``"parameter"`` or ``"function"``.
         chains: the chains they are of (those that never diverged).
-        values: ``(chains, draws, k)``; names: one per quantity.
-        rhat, ess_bulk, ess_tail: per quantity (NaN where undefined).
+        values: ``(chains, draws, k)`` in the quantities' own units (what the traces show);
+            names: one per quantity.
+        rhat, ess_bulk, ess_tail: per quantity (NaN where undefined), computed on ``diagnosed``.
         total: how many quantities there were to choose from.
+        diagnosed: what R̂ and ESS were computed on (and the rank plots show): ``values`` with
+            each chain centred at its own mean in function space, as the verdict does;
+            ``values`` itself in parameter space.
     """
 
     space: str
@@ -44,9 +56,22 @@ class Quantities:
     ess_bulk: np.ndarray
     ess_tail: np.ndarray
     total: int
+    diagnosed: np.ndarray
+
+    @property
+    def centred(self) -> bool:
+        """Whether R̂, ESS and the rank plots are of chains centred at their own means."""
+        return self.space == "function"
 
     def worst(self, count: int) -> list[int]:
-        """The indices of the ``count`` quantities with the largest R̂ (undefined R̂ last)."""
+        """The indices of the ``count`` quantities with the largest R̂ (undefined R̂ last).
+
+        Args:
+            count: how many.
+
+        Returns:
+            their indices, worst first.
+        """
         key = np.where(np.isnan(self.rhat), -np.inf, self.rhat)
         return [int(i) for i in np.argsort(-key, kind="stable")[:count]]
 
@@ -80,19 +105,21 @@ def monitored(samples: Any, target: Any = None) -> tuple[Quantities | None, str]
     if space == "function":
         judged = verdict_quantities(target, positions, BUDGET)
         values, names, total = judged.values, judged.names, judged.total
-        values = values - np.nanmean(values, axis=1, keepdims=True)  # within each chain's mode
+        diagnosed = values - np.nanmean(values, axis=1, keepdims=True)  # within each chain's mode
         what = (
             "what the convergence verdict judges on held-out inputs — a classifier's "
             "per-example log predictive densities (test points whose log-likelihood "
             "hardly moves left out), a regressor's predictive means and log-likelihoods — "
-            "each chain centred at its own mean (function space: a network's weights permute "
-            "between chains)"
+            "traced in their own units; R̂ and ESS, as in the verdict, are of each chain "
+            "centred at its own mean (function space: a network's weights permute between "
+            "chains, so each chain is judged within its own mode)"
         )
     else:
         values, names, total = parameter_quantities(positions, BUDGET)
+        diagnosed = values
         what = "the sampled coordinates (parameter space)"
-    rhat, bulk, tail = rank_diagnostics(values, single_chain=True)
-    found = Quantities(space, healthy, values, names, rhat, bulk, tail, total)
+    rhat, bulk, tail = rank_diagnostics(diagnosed, single_chain=True)
+    found = Quantities(space, healthy, values, names, rhat, bulk, tail, total, diagnosed)
     return found, f"{len(names)} of {total} quantities: {what}."
 
 
@@ -115,7 +142,17 @@ def events(samples: Any) -> list[tuple[int, int, str]]:
 
 
 def trace_figures(samples: Any, found: Quantities, count: int) -> tuple[Any, Any]:
-    """ArviZ trace and rank figures of the ``count`` worst quantities, events marked.
+    """Trace and rank figures of the ``count`` worst quantities, events marked.
+
+    The trace figure has one row per quantity: on the left each chain's distribution, in a
+    band of its own (a histogram on shared bins over the quantity's range, scaled to its own
+    peak); on the right the traces, in the quantity's own units. The rank figure is ArviZ's
+    ``plot_rank`` of what R̂ was computed on (:attr:`Quantities.diagnosed`).
+
+    Args:
+        samples: the draws (for the divergences and run-aways to mark).
+        found: what :func:`monitored` returned.
+        count: how many quantities to plot, the worst by R̂.
 
     Returns:
         (trace figure, rank figure).
@@ -124,17 +161,30 @@ def trace_figures(samples: Any, found: Quantities, count: int) -> tuple[Any, Any
     import matplotlib.pyplot as plt
 
     chosen = found.worst(count)
-    labels = _unique([_label(found.names[i]) for i in chosen])
-    posterior = {label: found.values[:, :, i] for label, i in zip(labels, chosen, strict=True)}
-    data = az.from_dict(posterior=posterior)
-    axes = az.plot_trace(
-        data, var_names=labels, compact=False, figsize=(11, 1.9 * len(labels)), show=False
-    )
-    axes = np.atleast_2d(axes)
-    trace = axes[0, 0].figure
+    chains, draws = found.values.shape[:2]
+    trace, axes = plt.subplots(
+        len(chosen), 2, figsize=(11, 0.5 + 1.8 * len(chosen)), squeeze=False,
+        gridspec_kw={"width_ratios": [1, 2.6]}, layout="constrained",
+    )  # fmt: skip
+    steps = np.arange(draws)
+    for row, i in zip(axes, chosen, strict=True):
+        values = found.values[:, :, i]
+        distributions(row[0], values, found.chains)
+        for k in range(chains):
+            row[1].plot(steps, values[k], color=_colour(k), lw=0.8, alpha=0.85)
+        row[1].set_xlim(0, max(draws - 1, 1))
+        row[0].set_title(_label(found.names[i]), fontsize=9)
+        row[1].set_title(
+            f"R̂ {found.rhat[i]:.3f}, bulk ESS {found.ess_bulk[i]:.0f}"
+            + (" (of each chain centred at its own mean)" if found.centred else ""),
+            fontsize=8,
+        )
+        row[1].tick_params(labelsize=7)
+    axes[-1, 0].set_xlabel("value (its own units)", fontsize=8)
+    axes[-1, 1].set_xlabel("draw", fontsize=8)
     chain_index = {int(c): k for k, c in enumerate(found.chains)}
     for chain, draw, label in events(samples):
-        colour = f"C{chain_index[chain]}" if chain in chain_index else "k"
+        colour = _colour(chain_index[chain]) if chain in chain_index else "k"
         style = "--" if label == "diverged" else ":"
         for row in axes:
             row[1].axvline(draw, color=colour, ls=style, lw=1.5)
@@ -142,9 +192,9 @@ def trace_figures(samples: Any, found: Quantities, count: int) -> tuple[Any, Any
             f"chain {chain} {label}", (draw, 1.0), xycoords=("data", "axes fraction"),
             fontsize=7, color="#c0392b", rotation=90, va="top",
         )  # fmt: skip
-    for row, i in zip(axes, chosen, strict=True):
-        row[1].set_title(f"{found.names[i]}   R̂ {found.rhat[i]:.3f}", fontsize=9)
-    trace.tight_layout()
+    labels = _unique([_label(found.names[i]) for i in chosen])
+    posterior = {label: found.diagnosed[:, :, i] for label, i in zip(labels, chosen, strict=True)}
+    data = az.from_dict(posterior=posterior)
     columns = min(3, len(labels))
     rows = -(-len(labels) // columns)
     rank_fig, rank_axes = plt.subplots(
@@ -155,6 +205,50 @@ def trace_figures(samples: Any, found: Quantities, count: int) -> tuple[Any, Any
         ax.set_visible(False)
     rank_fig.tight_layout()
     return trace, rank_fig
+
+
+def distributions(
+    ax: Any, values: np.ndarray, chains: Sequence[int] | None = None, bins: int = 30
+) -> None:
+    """Each chain's draws of one quantity as a histogram in a band of its own.
+
+    The bins are shared, over the range of every chain's finite draws, so the x-axis is the
+    quantity's own scale; each histogram is scaled to its own peak, so that a chain that hardly
+    moves (one narrow bar) does not flatten the others, as a density would.
+
+    Args:
+        ax: the matplotlib axes to draw in.
+        values: ``(chains, draws)`` of one quantity.
+        chains: the run's number of each chain (default 0, 1, …), for the labels.
+        bins: the number of bins.
+    """
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        ax.text(0.5, 0.5, "no finite draw", ha="center", va="center", transform=ax.transAxes)
+        ax.set_yticks([])
+        return
+    low, high = float(finite.min()), float(finite.max())
+    if high <= low:
+        pad = max(abs(low) * 1e-3, 1e-9)
+        low, high = low - pad, high + pad
+    edges = np.linspace(low, high, bins + 1)
+    count = values.shape[0]
+    number = list(range(count)) if chains is None else [int(c) for c in chains]
+    for k in range(count):
+        row = values[k][np.isfinite(values[k])]
+        counts, _ = np.histogram(row, edges)
+        height = counts / counts.max() * 0.85 if counts.max() > 0 else counts
+        base = count - 1 - k  # the first chain on top
+        ax.stairs(base + height, edges, baseline=base, fill=True, color=_colour(k), alpha=0.6)
+    ax.set_xlim(low, high)
+    ax.set_ylim(0, count)
+    shown = range(count) if count <= 8 else range(0, count, -(-count // 8))
+    ax.set_yticks([count - 1 - k + 0.4 for k in shown], [f"chain {number[k]}" for k in shown])
+    ax.tick_params(labelsize=7)
+
+
+def _colour(k: int) -> str:
+    return f"C{k % 10}"
 
 
 def _label(name: str) -> str:

@@ -18,6 +18,7 @@ from bdl.report.run_sections import (
 )
 from bdl.report.temperatures import temperature_parts
 from bdl.report.traces import monitored, trace_figures
+from bdl.utils.files import can_create_in
 
 #: quantities plotted (trace and rank) and listed with their R̂ and ESS, by default
 DEFAULT_QUANTITIES = 6
@@ -47,8 +48,8 @@ def write_report(
 
     Raises:
         TypeError: ``samples`` is not a Samples, or ``quantities`` not an integer.
-        ValueError: ``path`` does not end in ``.html`` or its directory does not exist, or
-            ``quantities`` < 1.
+        ValueError: ``path`` does not end in ``.html``, or its directory does not exist or
+            cannot be written in (checked before any figure is drawn), or ``quantities`` < 1.
     """
     from bdl import __version__
 
@@ -96,9 +97,21 @@ def _trace_parts(samples: Any, found: Any, what: str, count: int) -> list[str]:
         return [note(f"{samples.num_draws} draws per chain: too few to plot traces and ranks.")]
     trace, rank = trace_figures(samples, found, count)
     shown = min(count, len(found.names))
+    ranked = "each chain centred at its own mean, what R̂ reads" if found.centred else "what R̂ reads"
     return [
-        figure(trace, "trace", f"the {shown} quantities with the largest R̂: {what}"),
-        figure(rank, "rank", "rank plots: flat bars in every chain mean the chains mix."),
+        figure(
+            trace,
+            "trace",
+            f"the {shown} quantities with the largest R̂ — left, each chain's distribution in a "
+            "band of its own (shared bins, each scaled to its peak); right, the traces: "
+            f"{what}",
+        ),
+        figure(
+            rank,
+            "rank",
+            f"rank plots of the same quantities ({ranked}): flat bars in every chain mean the "
+            "chains mix.",
+        ),
     ]
 
 
@@ -143,6 +156,12 @@ def _check(samples: Any, path: Any, quantities: Any) -> None:
         raise ValueError(
             f"report path {str(target)!r}: the directory {str(target.parent)!r} does not exist; "
             "create it first."
+        )
+    if not can_create_in(target.parent):
+        raise ValueError(
+            f"report path {str(target)!r}: this process cannot create files in "
+            f"{str(target.parent)!r} (no write permission, or a read-only file system); give a "
+            "path in a directory you can write in."
         )
     if isinstance(quantities, bool) or not isinstance(quantities, int):
         raise TypeError(f"quantities must be an integer ≥ 1; got {quantities!r}.")

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from bdl.diagnostics.convergence import Convergence
+from bdl.diagnostics.runaway import flagged_report
 from bdl.sampling.names import leaf_keys, posterior_name
 from bdl.sampling.storage import save_samples
 
@@ -151,21 +152,15 @@ class Samples:
         )
 
     def runaway_report(self) -> str:
-        """The chains that ran away or ran hot, each with its step and reason.
+        """The chains that ran away or ran hot: a summary line naming them, then the step and
+        reason of at most :data:`bdl.diagnostics.runaway.DETAILED` of them, the others counted
+        by kind (every chain's reason stays in :attr:`runaway_reason`).
 
         Returns:
-            One line naming them (``""`` when none did).
+            The report (``""`` when no chain did).
         """
-        bad = np.flatnonzero(self.runaway)
-        if bad.size == 0:
-            return ""
-        where = "; ".join(
-            f"chain {c} from step {int(self.runaway_step[c])}: {self.runaway_reason[c]}"
-            for c in bad
-        )
-        return (
-            f"{bad.size} of {self.num_chains} chains ran away or ran hot while staying finite "
-            f"({where}); their draws are not draws of the posterior."
+        return flagged_report(
+            np.asarray(self.runaway, bool), np.asarray(self.runaway_step), self.runaway_reason
         )
 
     def flat(

@@ -18,7 +18,6 @@ effective sample size shrinks, so that an exact sampler fails a gate with probab
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -37,51 +36,17 @@ from bdl.validation.reference import (
     evaluation_inputs,
     parameter_summaries,
 )
+from bdl.validation.row import Row
 
 PyTree = Any
 
 
-@dataclasses.dataclass(frozen=True)
-class Row:
-    """One line of the comparison table: a quantity, its value, and the pass rule.
-
-    ``threshold`` is the bound this comparison was judged by (with the Monte Carlo allowance of
-    these two runs); ``rule`` how it is formed, the same for every run (empty where the
-    threshold is a constant).
-
-    Attributes:
-        name: the quantity compared.
-        value: the kernel's value.
-        reference: NUTS's (or the exact) value, ``None`` where there is none.
-        threshold: the bound it was judged by, as printed.
-        passed: whether it held; ``None`` for a row reported but not gated.
-        rule: how the threshold is formed.
-    """
-
-    name: str
-    value: float
-    reference: float | None
-    threshold: str
-    passed: bool | None  # None: reported, not gated
-    rule: str = ""
-
-    def __post_init__(self) -> None:  # a NumPy bool is not ``False``: verdicts test ``is False``
-        if self.passed is not None:
-            object.__setattr__(self, "passed", bool(self.passed))
-
-    def format(self) -> str:
-        """The row as one line of the printed table.
-
-        Returns:
-            The line.
-        """
-        ref = "" if self.reference is None else f"{self.reference:.4g}"
-        verdict = {True: "ok", False: "FAIL", None: ""}[self.passed]
-        return f"{self.name:<34}{self.value:>12.4g}{ref:>12}  {self.threshold:<16}{verdict}"
-
-
 # systematic tolerances (docs/validation.md explains each); the Monte Carlo allowance comes on top
+#: the fewest effective draws the comparison's Monte Carlo errors rest on
 MIN_KERNEL_ESS = 100.0
+#: the name of the row gating :data:`MIN_KERNEL_ESS`: the bulk ESS of every compared parameter
+#: (the convergence check's "kernel min bulk ESS (convergence)" is another gate, per chain)
+COMPARED_ESS = "compared parameters: min bulk ESS"
 #: |m − m_ref|/sd_ref
 MEAN_TOLERANCE = 0.02
 #: |log(sd/sd_ref)| ≤ log(1 + SD_TOLERANCE)
@@ -138,13 +103,19 @@ def compare_parameters(
     ed_bound = _energy_bound(
         xs, mc.harmonic_ess(k["ess"]), rs, mc.harmonic_ess(ref["ess"]), energy_draws
     )
-    worst = int(np.argmax(np.abs(sme)))
-    name = parameter_names(reference, batch_dims=2, labels=labels)[worst]
+    z = (k["mean"] - ref["mean"]) / both
     rows = _moment_rows(
-        ess_bulk(x), sme, both / sd_r, log_ratio, log_se, (k["mean"] - ref["mean"]) / both, ed,
-        ed_bound,
+        ess_bulk(x), sme, both / sd_r, log_ratio, log_se, z, ed, ed_bound,
+        reference_ess=float(np.min(ess_bulk(r))),
     )  # fmt: skip
-    rows.insert(-1, Row(f"  (worst parameter: {name})", float(sme[worst]), None, "", None))
+    names = parameter_names(reference, batch_dims=2, labels=labels)
+    # under each "max |…|" row, the parameter where it is reached, with that statistic's value
+    for title, values in (("max |MCSE-aware z|", z), ("max |standardised mean error|", sme)):
+        worst = int(np.argmax(np.abs(values)))
+        at = next(i for i, row in enumerate(rows) if row.name == title) + 1
+        rows.insert(
+            at, Row(f"  (worst parameter: {names[worst]})", float(values[worst]), None, "", None)
+        )
     return rows
 
 
@@ -168,10 +139,12 @@ def _moment_rows(
     z: np.ndarray,
     ed: float,
     ed_bound: float,
+    reference_ess: float | None = None,
 ) -> list[Row]:
     """The gated parameter-space rows, shared by NUTS and closed-form checks: one allowance per
     gate for all d parameters, tolerance + z_d·(the largest standard error), z_d the
-    Bonferroni quantile of d two-sided errors."""
+    Bonferroni quantile of d two-sided errors. ``reference_ess``: NUTS's own smallest bulk ESS
+    (``None`` against a closed form)."""
     z_d = mc.bonferroni_z(len(sme))
     sme_max = float(np.max(np.abs(sme)))
     sme_limit = MEAN_TOLERANCE + z_d * float(np.max(sme_se))
@@ -181,9 +154,9 @@ def _moment_rows(
     sd_rule = f"log 1+{SD_TOLERANCE} + z·se"
     return [
         Row(
-            "kernel min bulk ESS",
+            COMPARED_ESS,
             float(ess.min()),
-            None,
+            reference_ess,
             f">= {MIN_KERNEL_ESS:.0f}",
             bool(ess.min() >= MIN_KERNEL_ESS),
         ),
@@ -219,6 +192,7 @@ def _moment_rows(
             f"<= {ed_limit:.3g}",
             bool(ed <= ed_limit),
             f"<= {ENERGY_TOLERANCE} + MC",
+            nonnegative=True,
         ),
     ]
 

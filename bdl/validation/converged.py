@@ -5,46 +5,70 @@ R̂ < 1.01, bulk and tail ESS of at least 100 per chain, no stuck chain) says no
 kernel's target: its draws are not yet draws of any distribution. :func:`convergence_rows` turns
 the verdict ``bdl.sample`` reached (``samples.convergence``) into gated rows, and
 :func:`bdl.validate` compares against NUTS only when they all pass; otherwise the run fails the
-validation with these rows as the reason.
+validation with these rows as the reason. The NUTS column holds the same verdict of NUTS's own
+draws (:func:`reference_convergence`): what a sampler that mixes reaches on the same quantities.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from bdl.diagnostics.convergence import MIN_DRAWS, Convergence
-from bdl.validation.compare import Row
+from bdl.validation.row import Row
 
-__all__ = ["convergence_rows"]
+__all__ = ["convergence_rows", "reference_convergence"]
 
 
-def convergence_rows(verdict: Convergence | None) -> list[Row]:
-    """Gated rows for ``verdict`` (none when there is no verdict)."""
+def convergence_rows(verdict: Convergence | None, nuts: Convergence | None = None) -> list[Row]:
+    """Gated rows for ``verdict`` (none when there is no verdict).
+
+    Args:
+        verdict: the kernel run's verdict (``samples.convergence``).
+        nuts: the same verdict of NUTS's draws, for the NUTS column (:func:`reference_convergence`).
+
+    Returns:
+        The rows: R̂, bulk and tail ESS, stuck chains (and non-finite quantities), each failed
+        one followed by where it failed.
+    """
     if verdict is None:
         return []
     if verdict.draws < MIN_DRAWS:
         return [Row("kernel draws per chain", float(verdict.draws), None, f">= {MIN_DRAWS}", False)]
+
+    def own(field: str) -> float | None:
+        return None if nuts is None else float(getattr(nuts, field))
+
     rows = [
         Row(
             f"kernel max R̂ ({verdict.space} space)",
             verdict.max_rhat,
-            None,
+            own("max_rhat"),
             f"< {verdict.rhat_max}",
             not verdict.max_rhat >= verdict.rhat_max,  # NaN: every quantity was constant
         ),
         Row(
-            "kernel min bulk ESS",
+            "kernel min bulk ESS (convergence)",
             verdict.min_ess_bulk,
-            None,
+            own("min_ess_bulk"),
             f">= {verdict.min_ess:.0f}",
             not verdict.min_ess_bulk < verdict.min_ess,
         ),
         Row(
-            "kernel min tail ESS",
+            "kernel min tail ESS (convergence)",
             verdict.min_ess_tail,
-            None,
+            own("min_ess_tail"),
             f">= {verdict.min_ess:.0f}",
             not verdict.min_ess_tail < verdict.min_ess,
         ),
-        Row("kernel stuck chains", float(len(verdict.stuck)), None, "= 0", not verdict.stuck),
+        Row(
+            "kernel stuck chains",
+            float(len(verdict.stuck)),
+            None if nuts is None else float(len(nuts.stuck)),
+            "= 0",
+            not verdict.stuck,
+        ),
     ]
     if verdict.nonfinite:
         rows.append(
@@ -68,3 +92,26 @@ def convergence_rows(verdict: Convergence | None) -> list[Row]:
             )
         )
     return rows
+
+
+def reference_convergence(target: Any, positions: Any) -> Convergence | None:
+    """The convergence verdict of NUTS's draws, by the rules every kernel run is judged by
+    (:func:`bdl.sampling.check_convergence`: the same quantities, R̂, ESS and stuck chains),
+    for the NUTS column of the table.
+
+    Args:
+        target: the compiled model or potential.
+        positions: NUTS's draws, ``(chain, draw, ...)`` per leaf.
+
+    Returns:
+        The verdict, or ``None`` when there is nothing to judge (no draws).
+    """
+    import jax
+
+    from bdl.sampling import Samples, check_convergence
+
+    leaves = jax.tree.leaves(positions)
+    if not leaves or np.shape(leaves[0])[1] == 0:
+        return None
+    draws = int(np.shape(leaves[0])[1])
+    return check_convergence(Samples(positions, {}, {}, np.arange(draws), "nuts", draws), target)

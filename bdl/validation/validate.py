@@ -19,7 +19,7 @@ from bdl.sampling import ConvergenceWarning, DivergenceWarning, Samples, sample
 from bdl.sampling.checks import check_run, check_start
 from bdl.utils.arguments import suggestion
 from bdl.validation.compare import Row, compare_functions, compare_parameters
-from bdl.validation.converged import convergence_rows
+from bdl.validation.converged import convergence_rows, reference_convergence
 from bdl.validation.reference import Reference, nuts_reference
 from bdl.validation.reference_draws import ReferenceSamples
 
@@ -66,6 +66,8 @@ class ValidationReport:
             "-" * len(head),
         ]
         lines += [r.format() for r in self.rows]
+        if any(r.reference is not None for r in self.rows):
+            lines.append("(NUTS: its own value, by the same rules; blank: a comparison with NUTS)")
         lines.append(f"verdict: {'PASS' if self.passed else 'FAIL'}")
         return "\n".join(lines)
 
@@ -189,7 +191,10 @@ def validate(
     )
     runaway = int(np.count_nonzero(samples.runaway))
     ran_away = Row("run-away or hot chains", float(runaway), None, "= 0", runaway == 0)
-    converged = [ran_away, *convergence_rows(samples.convergence)]
+    nuts_verdict = None
+    if samples.convergence is not None:
+        nuts_verdict = reference_convergence(target, reference.positions)
+    converged = [ran_away, *convergence_rows(samples.convergence, nuts_verdict)]
     if healthy.size == 0:
         rows = [diverged]
     elif any(r.passed is False for r in converged):  # no draws of anything yet: not compared
@@ -220,11 +225,11 @@ def validate(
             target,
             samples,
             reference,
-            f"{target.name}: {samples.kernel} vs NUTS",
+            f"{model_label(target)}: {samples.kernel} vs NUTS",
             labels=parameter_labels,
         )
     return ValidationReport(
-        target.name,
+        model_label(target),
         samples.kernel,
         reference.space,
         rows,
@@ -233,6 +238,24 @@ def validate(
         plot_path,
         {"nuts": t_ref, "kernel": t_kernel},
     )
+
+
+def model_label(target: Target) -> str:
+    """The name a validation table gives ``target``: its own, or, for a model named neither in
+    ``bdl.Model(name=...)`` nor by its data (compiled from a dict or a tuple of arrays, which
+    name it "data"), what it is.
+
+    Args:
+        target: the compiled model or potential.
+
+    Returns:
+        e.g. ``"linear_regression"``, or ``"unnamed model (Gaussian likelihood, n = 8)"``.
+    """
+    declared = getattr(target, "model", None)
+    if target.name != "data" or getattr(declared, "name", None) != "model":
+        return target.name
+    likelihood = type(getattr(declared, "likelihood", None)).__name__
+    return f"unnamed model ({likelihood} likelihood, n = {target.n})"
 
 
 def _as_reference(reference: Any, target: Target) -> Reference | None:

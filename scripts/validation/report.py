@@ -17,9 +17,16 @@ from typing import Any
 from bdl.validation import compare
 from bdl.validation.reference import ESS_MIN, RHAT_MAX
 
-#: short column headers for the comparison rows
+#: short column headers for the comparison rows ("kernel min bulk ESS": results stored before the
+#: comparison's ESS row and the convergence check's were given distinct names, when it was the
+#: comparison's)
 HEADERS = {
+    compare.COMPARED_ESS: "min ESS",
     "kernel min bulk ESS": "min ESS",
+    "kernel max R̂ (parameter space)": "max R̂",
+    "kernel max R̂ (function space)": "max R̂",
+    "kernel min bulk ESS (convergence)": "min bulk ESS, mixing",
+    "kernel min tail ESS (convergence)": "min tail ESS, mixing",
     "max |standardised mean error|": "max \\|SME\\|",
     "min sd ratio": "min sd ratio",
     "max sd ratio": "max sd ratio",
@@ -42,7 +49,12 @@ SHORT = {
     "min sd ratio": "sd ratio",
     "max sd ratio": "sd ratio",
     "energy distance (sd units)": "energy distance",
+    compare.COMPARED_ESS: "ESS",
     "kernel min bulk ESS": "ESS",
+    "kernel max R̂ (parameter space)": "R̂",
+    "kernel max R̂ (function space)": "R̂",
+    "kernel min bulk ESS (convergence)": "ESS",
+    "kernel min tail ESS (convergence)": "tail ESS",
     "top-1 agreement with NUTS": "agreement",
     "total variation to NUTS": "TV",
     "symmetrised KL to NUTS": "sym. KL",
@@ -74,11 +86,19 @@ def _header(row: dict[str, Any]) -> str:
     return f"{name} ({_threshold(rule)})" if gated else name
 
 
+def _nonnegative(row: dict[str, Any]) -> bool:
+    """A distance, whose unbiased estimate can dip below 0 (shown as ≈ 0); results stored
+    before rows said so are recognised by name."""
+    return bool(row.get("nonnegative")) or row["name"].startswith("energy distance")
+
+
 def _cell(row: dict[str, Any] | None, marks: bool) -> str:
-    """A value, with ✓/✗ and, where the threshold depends on the runs, the one it was judged by."""
+    """A value, with ✓/✗ and, where the threshold depends on the runs, the one it was judged by
+    (a distance's unbiased estimate below 0 as ≈ 0)."""
     if row is None:
         return "—"
-    text = _num(row["value"])
+    negative = _nonnegative(row) and math.isfinite(row["value"]) and row["value"] < 0
+    text = "≈ 0" if negative else _num(row["value"])
     if marks and row["passed"] is not None:
         text += " ✓" if row["passed"] else " ✗"
         if row.get("rule"):
@@ -310,9 +330,12 @@ def _band_summary(cases: list[dict[str, Any]]) -> list[str]:
 PARAMETER_METRICS = [
     (
         "min ESS",
-        "smallest bulk ESS of the kernel's draws over parameters",
+        f"smallest bulk ESS of the kernel's draws over every compared parameter (the row "
+        f'"{compare.COMPARED_ESS}")',
         f"≥ {compare.MIN_KERNEL_ESS:.0f}",
-        "below it the other numbers are Monte Carlo noise; a kernel that does not mix fails here",
+        "below it the other numbers are Monte Carlo noise. It is not the convergence check's "
+        '"kernel min bulk ESS (convergence)", which needs 100 per chain on the quantities the '
+        "check monitors and comes first: a run that fails that is not compared at all",
     ),
     (
         "max \\|SME\\|",
@@ -338,7 +361,9 @@ PARAMETER_METRICS = [
     (
         "energy distance",
         "2E‖X − Y‖ − E‖X − X′‖ − E‖Y − Y′‖ of the joint draws, each coordinate divided by sd_ref "
-        "(≤ 2,000 draws per side, U-statistics, so it can be slightly negative)",
+        "(≤ 2,000 draws per side, U-statistics: unbiased, so it dips below 0 when the two sets "
+        "of draws are as close as two of one law; shown then as ≈ 0, the estimate kept in the "
+        "results)",
         f"≤ {compare.ENERGY_TOLERANCE} + its upper α quantile for one distribution",
         "the whole joint distribution, correlations included (Székely & Rizzo 2013); "
         f"{compare.ENERGY_TOLERANCE} is the distance of a 0.13-sd shift of a Gaussian",

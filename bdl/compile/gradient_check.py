@@ -236,7 +236,11 @@ class _Probe:
         """The program's arguments: the target's arrays, the rows, the position, the noise and
         the points (passed, not closed over: no data set is baked into the program)."""
         arrays, _ = eqx.partition(self.target, eqx.is_array)
-        points = (jnp.asarray(self.ks), jnp.asarray(self.ts, self.dtype))
+        # device_put of host arrays in their final dtypes: jnp.asarray would compile a conversion
+        points = (
+            jax.device_put(np.asarray(self.ks, np.int32)),
+            jax.device_put(np.asarray(self.ts, self.dtype)),
+        )
         return arrays, self._data(rows), self.position, self.noise, points
 
     def _data(self, rows: int) -> Any:

@@ -270,7 +270,7 @@ def assess(
         raise ValueError(f"assess: {len(names)} names for {k} quantities.")
     finite = np.isfinite(x).all(axis=(0, 1))
     with np.errstate(invalid="ignore"):  # the spread of a non-finite quantity is not used
-        varying = finite & (x.reshape(-1, k).std(axis=0) > 0)
+        varying = finite & (x.reshape(chains * draws, k).std(axis=0) > 0)
     rhat, bulk, tail = rank_diagnostics(x[..., varying], single_chain=True)
     kept = [n for n, v in zip(names, varying, strict=True) if v]
     max_rhat, max_rhat_at = _extreme(rhat, kept, np.nanargmax)

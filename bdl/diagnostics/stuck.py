@@ -11,7 +11,10 @@ rules, each with its threshold:
   float32 that is 4·2⁻²³ ≈ 4.8e-7 relative), or exactly 0: its updates are rounded away, as
   those of a log-scale at −87.3 (τ = e^−87.3 ≈ 1.2e-38, the float32 floor) whose step noise is
   below half an ulp. No posterior a float32 chain can represent is that narrow, so the rule
-  needs no comparison and applies to one chain as to many.
+  needs no comparison and applies to one chain as to many. A chain frozen because it went far
+  out (pSGLD's at |θ| ≈ 10⁷, where its update of about h per coordinate is below half an ulp)
+  is diverged first (:mod:`bdl.sampling.divergence`: its energy is beyond any π_T reaches),
+  and the convergence check reads only the chains that never diverged.
 * **Pinned, next to chains that move.** With two chains or more, chain c's sd of a coordinate
   is below 1/:data:`SPREAD_RATIO` of the median sd of the other chains. A chain that samples
   the same distribution as its siblings has an sd within sampling error of theirs, a factor of

@@ -171,7 +171,7 @@ def _gradients(
     treedef = jax.tree.structure(positions)
     chains = np.shape(leaves[0])[0]
     rows = [(c, i) for c in range(chains) for i in draws]
-    columns = jnp.asarray(chosen)
+    columns = jax.device_put(np.asarray(chosen, np.int32))  # a transfer that compiles nothing
     grads, dots = [], []
     # calls of CHUNK rows, or of the next power of two when there are fewer rows
     call = min(CHUNK, 1 << (len(rows) - 1).bit_length())

@@ -3,10 +3,10 @@
 A checkpoint directory holds
 
 * ``state.npz``: the loop's carry (kernel states with their momenta, thermostats and
-  preconditioner statistics, minibatch streams, divergence status, adapted values and warm-up
-  statistics), the step counter, how many draw parts belong to it, and a JSON header (format,
-  bdl's version, the model's name, a fingerprint of the kernel, one of the model
-  (:mod:`bdl.compile.fingerprint`), the run's settings);
+  preconditioner statistics, minibatch streams, divergence status with the far-out limit,
+  adapted values and warm-up statistics), the step counter, how many draw parts belong to it,
+  and a JSON header (format, bdl's version, the model's name, a fingerprint of the kernel, one
+  of the model (:mod:`bdl.compile.fingerprint`), the run's settings);
 * ``draws-000001.npz``, …: the draws collected, one part per checkpoint, each written once
   (none when the run does not keep its draws);
 * in ``state.npz`` too, when the run scores its draws as it goes, the running BMA's sums and
@@ -38,8 +38,9 @@ from bdl.utils.files import atomic_path
 #: the layout written by this version of bdl; other formats are refused (format 1 carried each
 #: chain's epoch permutation in its minibatch stream, which later streams no longer hold; format
 #: 2's streams drew an epoch's order from other random numbers than format 3's; format 4 adds a
-#: small model's control-variate anchor to the warm-up state)
-FORMAT = 4
+#: small model's control-variate anchor to the warm-up state; format 5 adds the divergence
+#: energy and the far-out reference and margin to the status)
+FORMAT = 5
 STATE = "state.npz"
 _HEADER = "__header__"
 

@@ -4,8 +4,9 @@ There is no Python loop over steps: each iteration here is one call of one progr
 (:mod:`bdl.sampling.program`) of as many steps as the chunking policy allows
 (:mod:`bdl.sampling.chunking`), cut where a phase ends: burn-in up to the next warm-up point
 (where warm-up adapts, inside the call), or whole draws, or part of a draw whose ``thin`` steps
-take longer than a call. After each call the loop locates any new divergence
-(:mod:`bdl.sampling.divergence`), hands complete draws to what the run keeps
+take longer than a call. Before the first call the chains' far-out margin is set for the run's
+length (:func:`bdl.sampling.divergence.with_margin`). After each call the loop locates any new
+divergence (:mod:`bdl.sampling.divergence`), hands complete draws to what the run keeps
 (:class:`bdl.sampling.keep.Keep`), and writes the stream and the checkpoint when they are due.
 
 The draw buffers are double: a call writes its draws into one set while the host copies the
@@ -33,7 +34,7 @@ import numpy as np
 from bdl.sampling.carry import Chains
 from bdl.sampling.checkpointing import Checkpointer
 from bdl.sampling.chunking import ChunkPolicy
-from bdl.sampling.divergence import located
+from bdl.sampling.divergence import located, with_margin
 from bdl.sampling.draws import Records
 from bdl.sampling.keep import Keep
 from bdl.sampling.program import Programs
@@ -77,6 +78,7 @@ def run(
     """Run from ``start`` to the plan's end; returns the progress and whether the run was
     interrupted (Ctrl-C or SIGTERM: the stream and the checkpoint are written first).
     ``after_first(start chains, chains)`` runs after the first call (it may raise)."""
+    start = start._replace(chains=with_margin(programs, start.chains, plan.end))
     now = start
     try:
         with _termination_as_interrupt():

@@ -14,15 +14,15 @@ in turn on a mesh of chains only, as the one-device program called per device
 
 * :attr:`Phase.SAMPLE` — diagnostics are paid only where they are recorded: the steps inside a
   draw run the bare kernel step, and the draw's last step computes the step ``Info`` and checks
-  that the energy, gradient and state are finite. A chain that fails goes back to its state at
-  the start of the draw and stays frozen there, its divergence step provisionally the draw's
-  last (:mod:`bdl.sampling.divergence` finds the exact one).
+  that the energy, gradient and state are finite and the energy not far out. A chain that fails
+  goes back to its state at the start of the draw and stays frozen there, its divergence step
+  provisionally the draw's last (:mod:`bdl.sampling.divergence` finds the exact one).
 * :attr:`Phase.CHECKED` — every step is checked and a failing chain frozen at its last finite
   state (the divergence replay).
 * :attr:`Phase.WARMUP` — every step is judged by warm-up's guard, h and T are the adapted step
   and the target's temperature, θ is added to the window's statistics, and, when the call ends
   at an adaptation point, warm-up updates each chain there (:class:`bdl.sampling.warmup.WarmUp`);
-  nothing is recorded.
+  nothing is recorded; a far-out state the guard accepts fails the chain.
 
 Only the kernel is asked for anything: its step, phases and draws, and, through warm-up, its
 recipe state (:class:`bdl.kernels.base.Adaptable`).
@@ -43,7 +43,7 @@ from jax.sharding import PartitionSpec as P
 
 from bdl.compile.target import Target
 from bdl.kernels.base import Info, Kernel
-from bdl.sampling.carry import Chains, all_finite, mark
+from bdl.sampling.carry import Chains, all_finite, judged, reference_at, warmed, with_reference
 from bdl.sampling.chain import run_chain
 from bdl.sampling.dispatch import per_device
 from bdl.sampling.draws import Records
@@ -274,12 +274,12 @@ def _local_chunk(
             state, warm, failed = warmup.step(
                 c.states, state, info, after_finite, live, c.warmup, temperature
             )
-            status = mark(c.status, failed, t)
+            status = warmed(c.status, failed, live, warm.guard.energy, info.energy, t)
             return Chains(state, stream, status, warm), info
-        ok = jnp.isfinite(info.energy) & jnp.isfinite(info.grad_norm) & after_finite
+        status, ok = judged(c.status, info, after_finite, t)
         move = ok & ~c.status.diverged
         state = jax.tree.map(lambda new, old: jnp.where(move, new, old), state, c.states)
-        return c._replace(states=state, streams=stream, status=mark(c.status, ~ok, t)), info
+        return c._replace(states=state, streams=stream, status=status), info
 
     def bare(c: Chains, ckey: jax.Array, t: jax.Array) -> Chains:
         state, stream, _ = step(c, ckey, t)
@@ -287,8 +287,8 @@ def _local_chunk(
 
     def recorded(c: Chains, ckey: jax.Array, t: jax.Array) -> tuple[Chains, Info]:
         state, stream, info = step(c, ckey, t)
-        ok = jnp.isfinite(info.energy) & jnp.isfinite(info.grad_norm) & all_finite(state)
-        return c._replace(states=state, streams=stream, status=mark(c.status, ~ok, t)), info
+        status = judged(c.status, info, all_finite(state), t, provisional=True)[0]
+        return c._replace(states=state, streams=stream, status=status), info
 
     def settle(before: Chains, after: Chains) -> Chains:
         frozen = after.status.diverged
@@ -323,6 +323,8 @@ def _local_chunk(
         return Records(collected, info, kernel.is_sample(t), t)
 
     start = jax.tree.map(lambda x: x[0], chains) if single else chains
+    if phase is not Phase.CHECKED:  # the run's first call measures the far-out reference
+        start = with_reference(start, per_step(partial(reference_at, step)), lengths.t0)
     spans = (lengths.t0, lengths.num_draws, lengths.steps_per_draw)
     block = shape.block
     if phase is Phase.SAMPLE:

@@ -260,7 +260,8 @@ def sample(
         )
     result = sinks.result(end.t, end.chains, interrupted)
     if np.any(result.diverged):
-        why = start_explanation(target, bound, start.chains, result.diverged[: layout.local_chains])
+        diverged = result.diverged[: layout.local_chains]
+        why = start_explanation(target, bound, start.chains, diverged, end.chains)
         warnings.warn(
             result.divergence_report() + (f" {why}" if why else "") + " samples.flat() and the "
             "predictive use the valid draws; docs/troubleshooting.md says what to change.",

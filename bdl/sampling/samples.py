@@ -61,8 +61,9 @@ class Samples:
             ``(num_steps − burn_in) mod thin`` otherwise: trailing steps that could not end a
             draw are not run.
         interrupted: the run was stopped early (Ctrl-C); the draws up to then are kept.
-        diverged: per chain, whether a step gave a non-finite energy, gradient or state; the
-            chain was then frozen at its state at the start of that draw.
+        diverged: per chain, whether a step gave a non-finite energy, gradient or state, or
+            took the chain far out (:mod:`bdl.sampling.divergence`); the chain was then frozen
+            at its state at the start of that draw.
         divergence_step: per chain, the step at which it diverged (−1: never).
         runaway: per chain, whether it ran away or ran hot while staying finite
             (:mod:`bdl.sampling.runaway`): its energy or ‖θ‖ kept growing through the kept
@@ -148,7 +149,8 @@ class Samples:
         where = ", ".join(f"chain {c} at step {int(self.divergence_step[c])}" for c in bad)
         return (
             f"{bad.size} of {self.num_chains} chains diverged ({where}): a non-finite energy, "
-            "gradient or state; their draws up to then are kept, later ones excluded."
+            "gradient or state, or an energy far beyond what π_T reaches; their draws up to then "
+            "are kept, later ones excluded."
         )
 
     def runaway_report(self) -> str:

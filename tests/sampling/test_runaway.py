@@ -61,18 +61,20 @@ def test_sgld_at_a_small_step_is_not_flagged():
 
 
 def test_a_chain_that_grows_while_finite_is_flagged_run_away(tmp_path):
-    """SGLD just past its stability limit on N(0, I) (|1 − h| = 1.002): the state grows by
-    e^{0.002 t}, some 400× in sd over the run, and stays finite. No divergence; the energy's
-    growth is reported with the step from which it left its range."""
+    """SGLD just past its stability limit on N(0, I) (|1 − h| = 1.002): the state random-walks
+    away (variance ≈ 4t per coordinate) and stays finite. Over 200 steps U/T rises to 10³ or so,
+    below the far-out limit 1000·(d + 1) = 6,000 beyond which the chain would be diverged
+    (tests/sampling/test_far_out.py). No divergence; the energy's growth is reported with the
+    step from which it left its range."""
     with pytest.warns(bdl.RunawayWarning):
         s = bdl.sample(
-            gaussian(5), bdl.kernels.sgld(2.002), num_steps=3_000, burn_in=200, thin=10,
+            gaussian(5), bdl.kernels.sgld(2.002), num_steps=200, burn_in=20, thin=3,
             num_chains=2, seed=2,
         )  # fmt: skip
     assert not s.diverged.any() and np.isfinite(s.positions).all()
     assert s.runaway.all()
     assert all("energy kept growing" in r for r in s.runaway_reason)
-    assert ((s.runaway_step > 200) & (s.runaway_step < 3_000)).all()
+    assert ((s.runaway_step > 20) & (s.runaway_step < 200)).all()
     # the flags travel with the draws: saved, loaded, merged
     loaded = bdl.load_samples(s.save(tmp_path / "draws.npz"))
     np.testing.assert_array_equal(loaded.runaway, s.runaway)

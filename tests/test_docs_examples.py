@@ -93,3 +93,31 @@ def test_some_doc_blocks_are_runnable():
 @pytest.mark.parametrize(("code", "name"), _runnable())
 def test_runnable_doc_block(code, name):
     run_block(code, name)
+
+
+def test_the_readme_quotes_the_measured_spread_of_its_example():
+    """The ranges the README gives for its example's figures are those measured over seeds by
+    scripts/readme_spread.py (docs/readme_spread.json), at the digits quoted, and the quoted
+    seed-0 output lies inside them."""
+    import json
+
+    spread = json.loads((ROOT / "docs/readme_spread.json").read_text(encoding="utf-8"))["range"]
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+
+    def quoted(name: str, digits: int) -> str:
+        low, high = spread[name]
+        return f"{low:.{digits}f}–{high:.{digits}f}"
+
+    for name, digits in [
+        ("accuracy", 3),
+        ("max_rhat", 1),
+        ("bma_agreement", 3),
+        ("bma_total_variation", 3),
+    ]:
+        assert quoted(name, digits) in text, (name, quoted(name, digits))
+    low = spread["configurational_temperature_min"][0]
+    high = spread["configurational_temperature_max"][1]
+    assert f"configurational temperatures {low:.2f}–{high:.2f}·T" in text
+    low, high = spread["accuracy"]
+    seed0 = float(re.search(r"BMA test accuracy: ([0-9.]+)", text).group(1))
+    assert low - 5e-4 <= seed0 <= high + 5e-4

@@ -130,7 +130,24 @@ class LeafPrior(Prior):
         return d.expand(jnp.broadcast_shapes(d.batch_shape, batch)).sample(key)
 
 
-class Normal(LeafPrior):
+class _LocationScale(LeafPrior):
+    """θ_i ~ ``_family(loc, scale)`` iid, for a NumPyro location-scale family."""
+
+    _family: type[dist.Distribution]
+
+    def __init__(self, scale: float = 1.0, loc: float = 0.0):
+        name = self._family.__name__
+        self.scale = arguments.number(scale, f"{name}(scale=...)", above=0.0)
+        self.loc = arguments.number(loc, f"{name}(loc=...)")
+
+    def distribution(self, info: LeafInfo) -> dist.Distribution:
+        return self._family(self.loc, self.scale)
+
+    def __repr__(self) -> str:
+        return f"{self._family.__name__}(scale={self.scale})"
+
+
+class Normal(_LocationScale):
     """θ_i ~ N(loc, scale²) iid.
 
     Args:
@@ -142,18 +159,10 @@ class Normal(LeafPrior):
         TypeError: ``scale`` or ``loc`` is not a number.
     """
 
-    def __init__(self, scale: float = 1.0, loc: float = 0.0):
-        self.scale = arguments.number(scale, "Normal(scale=...)", above=0.0)
-        self.loc = arguments.number(loc, "Normal(loc=...)")
-
-    def distribution(self, info: LeafInfo) -> dist.Distribution:
-        return dist.Normal(self.loc, self.scale)
-
-    def __repr__(self) -> str:
-        return f"Normal(scale={self.scale})"
+    _family = dist.Normal
 
 
-class Laplace(LeafPrior):
+class Laplace(_LocationScale):
     """θ_i ~ Laplace(loc, scale) iid (an L1 / sparsity-favouring prior).
 
     Args:
@@ -165,15 +174,7 @@ class Laplace(LeafPrior):
         TypeError: ``scale`` or ``loc`` is not a number.
     """
 
-    def __init__(self, scale: float = 1.0, loc: float = 0.0):
-        self.scale = arguments.number(scale, "Laplace(scale=...)", above=0.0)
-        self.loc = arguments.number(loc, "Laplace(loc=...)")
-
-    def distribution(self, info: LeafInfo) -> dist.Distribution:
-        return dist.Laplace(self.loc, self.scale)
-
-    def __repr__(self) -> str:
-        return f"Laplace(scale={self.scale})"
+    _family = dist.Laplace
 
 
 class HeNormal(LeafPrior):

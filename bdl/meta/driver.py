@@ -40,6 +40,7 @@ import numpy as np
 
 from bdl.kernels.elementwise_mlp import MetaParams, save_meta_params
 from bdl.sampling.progress import Progress
+from bdl.utils.figures import pyplot, save_figure
 
 PyTree = Any
 Record = dict[str, Any]
@@ -232,10 +233,7 @@ def plot_history(
     """The loss curve as a PNG: each ``series`` (record key → label) per iteration with its
     running median; with ``difference = (a, b, ylabel)`` a second panel shows a − b per iteration
     (points outside its 2–98 % range clipped to the axis, marked)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2 if difference else 1, figsize=(11 if difference else 7, 4))
     axes = np.atleast_1d(axes)
@@ -267,9 +265,4 @@ def plot_history(
         ax.grid(alpha=0.3, which="both")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, title, dpi=110)

@@ -12,6 +12,7 @@ from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.named_draws import named_draws
 from bdl.diagnostics import kinetic_temperature_band
 from bdl.sampling.samples import Samples
+from bdl.utils.figures import pyplot, save_figure
 from bdl.utils.trees import parameter_names
 from bdl.validation.compare import _mixture_moments, predictive_per_sample
 from bdl.validation.reference import Reference, evaluation_inputs, parameter_summaries
@@ -27,10 +28,7 @@ def plot_validation(
 ) -> Path:
     """The validation figure; parameters are named as everywhere else
     (:func:`bdl.utils.trees.parameter_names`, ``labels``: feature names by path)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     kinetic = np.asarray(samples.info.get("kinetic_energy", np.zeros(1)), np.float64)
     show_kinetic = bool(np.any(kinetic > 0))
@@ -95,12 +93,7 @@ def plot_validation(
         axes[-1].axhspan(float(low), float(high), alpha=0.2, color="g", label="99% χ² band")
         axes[-1].set_title("kinetic temperature")
         axes[-1].legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, title, dpi=110)
 
 
 def _constrained_columns(
@@ -141,10 +134,7 @@ def plot_case(
     Regression networks: the NUTS predictive mean ± 2 sd as a band, the kernel's as lines, and
     the training data — for 1-D inputs the epistemic band across the gap.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     names = list(drawn)
     ncols = min(5, len(names))
@@ -208,9 +198,4 @@ def plot_case(
             ax.legend(fontsize=6)
     for ax in axes.ravel()[len(names) :]:
         ax.axis("off")
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, title, dpi=90, title_size=11)

@@ -160,37 +160,31 @@ def _moment_rows(
             f">= {MIN_KERNEL_ESS:.0f}",
             bool(ess.min() >= MIN_KERNEL_ESS),
         ),
-        Row(
-            "max |standardised mean error|",
-            sme_max,
-            None,
-            f"<= {sme_limit:.3g}",
-            bool(sme_max <= sme_limit),
-            f"<= {MEAN_TOLERANCE} + z·se",
+        _gated(
+            "max |standardised mean error|", sme_max, "<=", sme_limit, f"<= {MEAN_TOLERANCE} + z·se"
         ),
-        Row(
+        _gated(
             "min sd ratio",
             low,
-            None,
-            f">= {math.exp(-log_limit):.3g}",
-            bool(-log_ratio.min() <= log_limit),
+            ">=",
+            math.exp(-log_limit),
             f">= e^-({sd_rule})",
+            passed=-log_ratio.min() <= log_limit,
         ),
-        Row(
+        _gated(
             "max sd ratio",
             high,
-            None,
-            f"<= {math.exp(log_limit):.3g}",
-            bool(log_ratio.max() <= log_limit),
+            "<=",
+            math.exp(log_limit),
             f"<= e^({sd_rule})",
+            passed=log_ratio.max() <= log_limit,
         ),
-        Row("max |MCSE-aware z|", float(np.max(np.abs(z))), None, "reported", None),
-        Row(
+        _reported("max |MCSE-aware z|", float(np.max(np.abs(z)))),
+        _gated(
             "energy distance (sd units)",
             ed,
-            None,
-            f"<= {ed_limit:.3g}",
-            bool(ed <= ed_limit),
+            "<=",
+            ed_limit,
             f"<= {ENERGY_TOLERANCE} + MC",
             nonnegative=True,
         ),
@@ -298,45 +292,28 @@ def compare_class_probabilities(p: np.ndarray, q: np.ndarray, y: np.ndarray) -> 
     kl_mc = float(np.mean(0.5 * (sigma2 / pooled).sum(-1)))
     kl_limit = SYMMETRISED_KL_TOLERANCE + quantile**2 * kl_mc
     agree_limit = 1.0 - AGREEMENT_TOLERANCE - _disagreement_allowance(p, q, pooled, quantile)
+    scores = (
+        ("accuracy", metrics.accuracy),
+        ("NLL", metrics.nll),
+        ("ECE", metrics.expected_calibration_error),
+    )
     return [
-        Row(
+        _gated(
             "top-1 agreement with NUTS",
             agree,
-            None,
-            f">= {agree_limit:.3g}",
-            bool(agree >= agree_limit),
+            ">=",
+            agree_limit,
             f">= {1 - AGREEMENT_TOLERANCE:g} − MC",
         ),
-        Row(
-            "total variation to NUTS",
-            tv,
-            None,
-            f"<= {tv_limit:.3g}",
-            bool(tv <= tv_limit),
-            f"<= {TOTAL_VARIATION_TOLERANCE} + MC",
+        _gated(
+            "total variation to NUTS", tv, "<=", tv_limit, f"<= {TOTAL_VARIATION_TOLERANCE} + MC"
         ),
-        Row(
-            "symmetrised KL to NUTS",
-            skl,
-            None,
-            f"<= {kl_limit:.3g}",
-            bool(skl <= kl_limit),
-            f"<= {SYMMETRISED_KL_TOLERANCE} + MC",
+        _gated(
+            "symmetrised KL to NUTS", skl, "<=", kl_limit, f"<= {SYMMETRISED_KL_TOLERANCE} + MC"
         ),
-        Row(
-            "BMA accuracy",
-            float(metrics.accuracy(pbar, y)),
-            float(metrics.accuracy(qbar, y)),
-            "reported",
-            None,
-        ),
-        Row("BMA NLL", float(metrics.nll(pbar, y)), float(metrics.nll(qbar, y)), "reported", None),
-        Row(
-            "BMA ECE",
-            float(metrics.expected_calibration_error(pbar, y)),
-            float(metrics.expected_calibration_error(qbar, y)),
-            "reported",
-            None,
+        *(
+            _reported(f"BMA {label}", float(score(pbar, y)), float(score(qbar, y)))
+            for label, score in scores
         ),
     ]
 
@@ -391,12 +368,11 @@ def compare_predictive_moments(
     log_limit = math.log1p(PREDICTIVE_SD_TOLERANCE) + quantile * float(np.median(log_se))
     low, high = math.exp(-log_limit), math.exp(log_limit)
     return [
-        Row(
+        _gated(
             "mean |Δ predictive mean| / sd_ref",
             err,
-            None,
-            f"<= {err_limit:.3g}",
-            bool(err <= err_limit),
+            "<=",
+            err_limit,
             f"<= {PREDICTIVE_MEAN_TOLERANCE} + MC",
         ),
         Row(
@@ -407,15 +383,37 @@ def compare_predictive_moments(
             bool(low <= ratio <= high),
             f"within ×(1+{PREDICTIVE_SD_TOLERANCE})·e^(z·se)",
         ),
-        Row("min predictive sd ratio", float(np.min(ratios)), None, "reported", None),
-        Row(
+        _reported("min predictive sd ratio", float(np.min(ratios))),
+        _reported(
             "RMSE of predictive mean",
             float(metrics.rmse(k_mean, y)),
             float(metrics.rmse(r_mean, y)),
-            "reported",
-            None,
         ),
     ]
+
+
+def _gated(
+    name: str,
+    value: float,
+    bound: str,
+    limit: float,
+    rule: str,
+    *,
+    passed: bool | None = None,
+    nonnegative: bool = False,
+) -> Row:
+    """The row of a kernel's ``value`` gated by ``value <= limit`` (``bound`` ``"<="``) or
+    ``value >= limit`` (``">="``); ``passed`` where the test is made on another scale."""
+    if passed is None:
+        passed = value <= limit if bound == "<=" else value >= limit
+    return Row(
+        name, value, None, f"{bound} {limit:.3g}", bool(passed), rule, nonnegative=nonnegative
+    )
+
+
+def _reported(name: str, value: float, reference: float | None = None) -> Row:
+    """The row of a quantity reported but not gated (``reference``: NUTS's own value)."""
+    return Row(name, value, reference, "reported", None)
 
 
 def _mixture(means: np.ndarray, variances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -14,10 +14,11 @@ to rebuild the networks. Trained parameters shipped with the package live in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -349,13 +350,7 @@ def load_meta_params(path: str | os.PathLike) -> MetaParams:
         FileNotFoundError: no file at ``path``.
         ValueError: the file is not a bdl meta-parameter file.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no meta-parameter file at {path}.")
-    with np.load(path, allow_pickle=False) as data:
-        if "__header__" not in data:
-            raise ValueError(f"{path} is not a bdl meta-parameter file (no header).")
-        header = json.loads(str(data["__header__"]))
+    with _open_meta_file(path) as (header, data):
         params = {}
         for name, spec in header["networks"].items():
             n = int(spec["layers"])
@@ -379,14 +374,21 @@ def load_meta_metadata(path: str | os.PathLike) -> dict[str, Any]:
     Raises:
         FileNotFoundError: no file at ``path``.
     """
+    with _open_meta_file(path) as (header, _):
+        return {k: v for k, v in header.items() if k not in ("format", "networks")}
+
+
+@contextlib.contextmanager
+def _open_meta_file(path: str | os.PathLike) -> Iterator[tuple[dict[str, Any], Any]]:
+    """The JSON header and the open arrays of a file written by :func:`save_meta_params`;
+    ``FileNotFoundError`` without a file, ``ValueError`` for a file without the header."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no meta-parameter file at {path}.")
     with np.load(path, allow_pickle=False) as data:
         if "__header__" not in data:
             raise ValueError(f"{path} is not a bdl meta-parameter file (no header).")
-        header = json.loads(str(data["__header__"]))
-    return {k: v for k, v in header.items() if k not in ("format", "networks")}
+        yield json.loads(str(data["__header__"])), data
 
 
 def shipped_meta_params_path(kernel_name: str) -> Path | None:

@@ -179,29 +179,14 @@ class Bernoulli(Likelihood):
         # labels other than 0 and 1: bdl.compile checks y_train and y_test against the support
 
 
-class Gaussian(Likelihood):
-    """y ~ N(f, σ²). σ is fixed (``scale=0.1``), known per example (``scale="sigma"``: y_i ~
-    N(f(x_i), σ_i²) with σ_i read from the data field ``sigma``), or learned with its own prior
-    (``scale=None``).
-
-    A learned σ is sampled as log σ through NumPyro's positive transform, its log-Jacobian added
-    to the prior.
-
-    Args:
-        scale: σ > 0, a float; the name of a data field holding σ_i per example; or ``None`` to
-            learn σ.
-        scale_prior: the prior of a learned σ, a NumPyro distribution on (0, ∞) (default
-            ``HalfNormal(1)``); only with ``scale=None``.
-
-    Raises:
-        ValueError: a scale that is not > 0, or a data field name that is not an identifier.
-        TypeError: a scale that is neither a number, a field name nor ``None``.
-    """
+class _Scaled(Likelihood):
+    """A regression likelihood with a scale σ: fixed, known per example (a data field) or
+    learned with its own prior."""
 
     task = "regression"
 
-    def __init__(self, scale: float | None = 1.0, scale_prior: dist.Distribution | None = None):
-        self.scale = _scale("Gaussian", scale)
+    def _set_scale(self, name: str, scale: Any, scale_prior: dist.Distribution | None) -> None:
+        self.scale = _scale(name, scale)
         self.scale_prior = _check_scale_prior(
             type(self).__name__, scale_prior if scale_prior is not None else dist.HalfNormal(1.0)
         )
@@ -221,6 +206,29 @@ class Gaussian(Likelihood):
     @property
     def param_init(self) -> dict[str, float]:
         return {} if self.scale is not None else {"scale": scale_init(self.scale_prior)}
+
+
+class Gaussian(_Scaled):
+    """y ~ N(f, σ²). σ is fixed (``scale=0.1``), known per example (``scale="sigma"``: y_i ~
+    N(f(x_i), σ_i²) with σ_i read from the data field ``sigma``), or learned with its own prior
+    (``scale=None``).
+
+    A learned σ is sampled as log σ through NumPyro's positive transform, its log-Jacobian added
+    to the prior.
+
+    Args:
+        scale: σ > 0, a float; the name of a data field holding σ_i per example; or ``None`` to
+            learn σ.
+        scale_prior: the prior of a learned σ, a NumPyro distribution on (0, ∞) (default
+            ``HalfNormal(1)``); only with ``scale=None``.
+
+    Raises:
+        ValueError: a scale that is not > 0, or a data field name that is not an identifier.
+        TypeError: a scale that is neither a number, a field name nor ``None``.
+    """
+
+    def __init__(self, scale: float | None = 1.0, scale_prior: dist.Distribution | None = None):
+        self._set_scale("Gaussian", scale, scale_prior)
 
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
         return dist.Normal(output, _resolve_scale(self.scale, output, params))
@@ -241,7 +249,7 @@ class Gaussian(Likelihood):
         _check_regression("Gaussian", output_shape, y)
 
 
-class StudentT(Likelihood):
+class StudentT(_Scaled):
     """y ~ StudentT(ν, f, σ), a heavy-tailed regression likelihood; σ fixed, known per example
     (a data field name, as for :class:`Gaussian`) or learned.
 
@@ -257,8 +265,6 @@ class StudentT(Likelihood):
         TypeError: a scale that is neither a number, a field name nor ``None``.
     """
 
-    task = "regression"
-
     def __init__(
         self,
         df: float = 4.0,
@@ -266,26 +272,7 @@ class StudentT(Likelihood):
         scale_prior: dist.Distribution | None = None,
     ):
         self.df = arguments.number(df, "StudentT(df=...)", above=0.0)
-        self.scale = _scale("StudentT", scale)
-        self.scale_prior = _check_scale_prior(
-            type(self).__name__, scale_prior if scale_prior is not None else dist.HalfNormal(1.0)
-        )
-
-    @property
-    def param_priors(self) -> dict[str, dist.Distribution]:
-        return {} if self.scale is not None else {"scale": self.scale_prior}
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        return (self.scale,) if isinstance(self.scale, str) else ()
-
-    @property
-    def field_parameters(self) -> dict[str, str]:
-        return {"scale": self.scale} if isinstance(self.scale, str) else {}
-
-    @property
-    def param_init(self) -> dict[str, float]:
-        return {} if self.scale is not None else {"scale": scale_init(self.scale_prior)}
+        self._set_scale("StudentT", scale, scale_prior)
 
     def distribution(self, output: jax.Array, params: dict[str, jax.Array]) -> dist.Distribution:
         return dist.StudentT(self.df, output, _resolve_scale(self.scale, output, params))

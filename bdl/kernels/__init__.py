@@ -12,6 +12,7 @@ A kernel is a recipe (g, D, Q), an integrator and optionally a history transform
 from bdl import schedules
 from bdl.kernels import blocks, integrators, preconditioners
 from bdl.kernels.base import Info, Kernel
+from bdl.kernels.blackjax_adapter import BlackJAXState, as_blackjax
 from bdl.kernels.checker import CheckReport, check
 from bdl.kernels.cyclical import Cyclical, cyclical
 from bdl.kernels.describe import describe
@@ -99,6 +100,7 @@ register(
 )
 
 __all__ = [
+    "BlackJAXState",
     "CheckReport",
     "Context",
     "Cyclical",
@@ -113,6 +115,7 @@ __all__ = [
     "RecipeState",
     "WenzelSchedule",
     "Wrapper",
+    "as_blackjax",
     "blocks",
     "check",
     "cyclical",

@@ -21,7 +21,7 @@ is caught rather than trusted.
 from __future__ import annotations
 
 import abc
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -101,10 +101,9 @@ class Recipe(eqx.Module):
             The blocks of Q by pair of groups.
         """
 
-    @property
-    def state_dependent(self) -> bool:
-        """Whether D or Q depend on z or U; when ``False``, Γ = 0 and costs nothing."""
-        return True
+    #: whether D or Q depend on z or U; when ``False`` (a class attribute of the recipes whose D
+    #: and Q are constant), Γ = 0 and costs nothing
+    state_dependent: ClassVar[bool] = True
 
     def init_aux(self, position: PyTree, key: jax.Array) -> State:
         """The auxiliary groups of the initial state (none for first-order recipes).

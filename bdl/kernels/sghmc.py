@@ -53,9 +53,7 @@ class Hamiltonian(Recipe):
     def groups(self) -> dict[str, GroupKind]:
         return {"theta": "elementwise", "p": "elementwise"}
 
-    @property
-    def state_dependent(self) -> bool:
-        return False
+    state_dependent = False
 
     def kinetic(self, z: State) -> jax.Array:
         return 0.5 * sum(jnp.sum(p * p) for p in jax.tree.leaves(z["p"]))
@@ -101,9 +99,7 @@ class UnitMassMomentum(Recipe):
     def groups(self) -> dict[str, GroupKind]:
         return {"theta": "elementwise", "r": "elementwise"}
 
-    @property
-    def state_dependent(self) -> bool:
-        return False
+    state_dependent = False
 
     def diffusion(self, z: State, ctx: Context) -> dict[str, Block]:
         return {"r": self.friction}

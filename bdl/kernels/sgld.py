@@ -31,9 +31,7 @@ class Langevin(Recipe):
     def groups(self) -> dict[str, GroupKind]:
         return {"theta": "elementwise"}
 
-    @property
-    def state_dependent(self) -> bool:
-        return False
+    state_dependent = False
 
     def kinetic(self, z: State) -> jax.Array:
         return jnp.zeros(())

@@ -50,7 +50,7 @@ class History(eqx.Module):
             grad: ∇Ũ(θ) of the step.
 
         Returns:
-            The new state.
+            The state :meth:`condition` conditions this step's recipe on.
         """
         return state
 
@@ -58,11 +58,11 @@ class History(eqx.Module):
         """Fold in the step's gradient after the move (identity unless overridden).
 
         Args:
-            state: the transform's state.
-            grad: ∇Ũ(θ) of the step.
+            state: what :meth:`prepare` returned.
+            grad: the same ∇Ũ(θ), taken at the step's start.
 
         Returns:
-            The new state.
+            The state the next step starts from.
         """
         return state
 

@@ -110,16 +110,17 @@ def kinetic_l2e(
     momentum: float | None = None,
     init_momentum: str = "zero",
 ) -> RecipeKernel:
-    """Kinetic-L2E with step size h and friction C (or learning rate ℓ and momentum β).
+    """Kinetic-L2E with step size h and friction C (or learning rate ℓ and momentum β); the
+    arguments it shares with :func:`~bdl.kernels.l2e.l2e` mean what they mean there.
 
     Args:
-        step_size: h (float or schedule); or ``None`` with ``learning_rate``.
-        friction: C > 0 (default 1; derived from (ℓ, β) when given).
+        step_size: h, as for L2E.
+        friction: C, as for L2E.
         meta_params: ``{"f": ElementwiseMLP(1 → … → 1)}``, a path from
             :func:`save_meta_params`, or ``None`` for the package default.
-        seed: random meta-parameters from this seed instead.
-        learning_rate: ℓ, instead of ``step_size``: h = √(ℓ/n) at bind.
-        momentum: β, with ``learning_rate``: C = (1 − β)√(n/ℓ) at bind.
+        seed: as for L2E.
+        learning_rate: ℓ, as for L2E.
+        momentum: β, as for L2E.
         init_momentum: ``"zero"`` or ``"sample"`` (r ~ N(f_φ(θ), I)).
 
     Returns:

@@ -47,6 +47,8 @@ def build(
         augment=bdl.augment.random_shift(max_shift) if augment else None,
         name="cnn_mnist1d",
     )
+    # declared in full, as in every model file: each file is an example read and copied on its
+    # own, so the model files share no helper
     return bdl.ModelSpec(
         model,
         data,

@@ -31,6 +31,8 @@ def build(
         temperature=temperature,
         name="linear_regression",
     )
+    # declared in full, as in every model file: each file is an example read and copied on its
+    # own, so the model files share no helper
     return bdl.ModelSpec(
         model,
         data,

@@ -28,6 +28,8 @@ def build(
         temperature=temperature,
         name="mlp_digits",
     )
+    # declared in full, as in every model file: each file is an example read and copied on its
+    # own, so the model files share no helper
     return bdl.ModelSpec(
         model,
         data,

@@ -18,6 +18,7 @@ import bdl
 from bdl.data import digits
 
 
+# mlp_digits's network, repeated so that this file reads on its own
 class MLP(nn.Module):
     hidden: tuple[int, ...] = (100, 100)
     classes: int = 10
@@ -57,6 +58,8 @@ def build(
         temperature=temperature,
         name="mlp_digits_hierarchical",
     )
+    # declared in full, as in every model file: each file is an example read and copied on its
+    # own, so the model files share no helper
     return bdl.ModelSpec(
         model,
         data,

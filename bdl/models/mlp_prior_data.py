@@ -46,6 +46,8 @@ def build(
         temperature=temperature,
         name=f"mlp_prior_data_depth{depth}",
     )
+    # declared in full, as in every model file: each file is an example read and copied on its
+    # own, so the model files share no helper
     return bdl.ModelSpec(
         model,
         data,

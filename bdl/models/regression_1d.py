@@ -25,6 +25,8 @@ def build(width: int = 16, temperature: float = 1.0) -> bdl.ModelSpec:
         temperature=temperature,
         name="regression_1d",
     )
+    # declared in full, as in every model file: each file is an example read and copied on its
+    # own, so the model files share no helper
     return bdl.ModelSpec(
         model,
         data,

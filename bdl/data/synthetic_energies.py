@@ -131,6 +131,17 @@ def _log_uniform(rng: np.random.Generator, low: float, high: float, size: int) -
     return np.exp(rng.uniform(np.log(low), np.log(high), size))
 
 
+def _random_mean(
+    name: str, dim: int, seed: int, stream: int
+) -> tuple[np.random.Generator, np.ndarray]:
+    """μ ~ N(0, I_dim), ``dim`` and ``seed`` checked, from the random stream (seed, dim,
+    ``stream``), returned with the stream the covariance is drawn from next."""
+    integer(dim, f"{name}(dim=...)", 1)
+    integer(seed, "seed", 0)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, dim, stream]))
+    return rng, rng.standard_normal(dim)
+
+
 def diagonal_gaussian(
     dim: int = 10, seed: int = 0, *, variance_range: tuple[float, float] = (0.1, 1.0)
 ) -> tuple[jax.Array, jax.Array]:
@@ -148,10 +159,7 @@ def diagonal_gaussian(
     Returns:
         ``(mean, cov)``, of shapes ``(d,)`` and ``(d, d)``.
     """
-    integer(dim, "diagonal_gaussian(dim=...)", 1)
-    integer(seed, "seed", 0)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, dim, 0]))
-    mean = rng.standard_normal(dim)
+    rng, mean = _random_mean("diagonal_gaussian", dim, seed, 0)
     cov = np.diag(_log_uniform(rng, *variance_range, dim))
     return jnp.asarray(mean, jnp.float32), jnp.asarray(cov, jnp.float32)
 
@@ -174,10 +182,7 @@ def correlated_gaussian(
     Returns:
         ``(mean, cov)``, of shapes ``(d,)`` and ``(d, d)``.
     """
-    integer(dim, "correlated_gaussian(dim=...)", 1)
-    integer(seed, "seed", 0)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, dim, 1]))
-    mean = rng.standard_normal(dim)
+    rng, mean = _random_mean("correlated_gaussian", dim, seed, 1)
     q, r = np.linalg.qr(rng.standard_normal((dim, dim)))
     q = q * np.sign(np.diag(r))
     eig = _log_uniform(rng, *eigenvalue_range, dim)

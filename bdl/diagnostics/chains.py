@@ -46,6 +46,9 @@ __all__ = [
 ]
 
 
+# Each function below is one method of ess or rhat (bdl.diagnostics.rank_normalised), which does
+# the arithmetic; they stay separate functions with docstrings that read alike because each is a
+# public name whose docstring the API reference reads from the source.
 def effective_sample_size(x: Any, *, split: bool = False) -> np.ndarray:
     """Multi-chain Geyer ESS (initial monotone sequence) of ``(chains, draws, *event)`` draws.
 

@@ -102,21 +102,6 @@ def _resolve_scale(scale: float | str | None, output: jax.Array, params: dict) -
     return scale
 
 
-def _check_regression(name: str, output_shape: tuple[int, ...], y: np.ndarray) -> None:
-    check_batch(output_shape, y)
-    matched = (
-        output_shape[:-1]
-        if len(output_shape) == y.ndim + 1 and output_shape[-1] == 1
-        else output_shape
-    )
-    if tuple(matched) != tuple(y.shape):
-        raise ValueError(
-            f"{name} likelihood: network output shape {output_shape} does not match the target "
-            f"shape {y.shape}; the network must output one value per target entry "
-            f"(e.g. a final Dense({y.shape[1] if y.ndim > 1 else 1}) layer)."
-        )
-
-
 class Categorical(Likelihood):
     """y ∈ {0, …, K−1} with p(y = k | f) = softmax(f)_k; the network outputs K logits."""
 
@@ -177,6 +162,21 @@ class Bernoulli(Likelihood):
                 f"{y.shape}."
             )
         # labels other than 0 and 1: bdl.compile checks y_train and y_test against the support
+
+
+def _check_regression(name: str, output_shape: tuple[int, ...], y: np.ndarray) -> None:
+    check_batch(output_shape, y)
+    matched = (
+        output_shape[:-1]
+        if len(output_shape) == y.ndim + 1 and output_shape[-1] == 1
+        else output_shape
+    )
+    if tuple(matched) != tuple(y.shape):
+        raise ValueError(
+            f"{name} likelihood: network output shape {output_shape} does not match the target "
+            f"shape {y.shape}; the network must output one value per target entry "
+            f"(e.g. a final Dense({y.shape[1] if y.ndim > 1 else 1}) layer)."
+        )
 
 
 class _Scaled(Likelihood):

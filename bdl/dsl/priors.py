@@ -162,6 +162,8 @@ class Normal(_LocationScale):
     _family = dist.Normal
 
 
+# Laplace's docstring reads like Normal's: the arguments and their checks are _LocationScale's,
+# but the API reference shows a class's own docstring only, not an inherited __init__'s.
 class Laplace(_LocationScale):
     """θ_i ~ Laplace(loc, scale) iid (an L1 / sparsity-favouring prior).
 

@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "Bernoulli": "bdl.dsl",
     "BiasWarning": "bdl.sampling",
+    "Bounded": "bdl.dsl",
     "ByPath": "bdl.dsl",
     "Categorical": "bdl.dsl",
     "CompiledModel": "bdl.compile",
@@ -56,6 +57,7 @@ _SUBMODULES = ("augment", "diagnostics", "kernels", "layers", "metrics")
 __all__ = [
     "Bernoulli",
     "BiasWarning",
+    "Bounded",
     "ByPath",
     "Categorical",
     "CompiledModel",
@@ -126,6 +128,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from bdl.compile.compiler import compile
     from bdl.dsl import (
         Bernoulli,
+        Bounded,
         ByPath,
         Categorical,
         Distribution,

@@ -177,9 +177,10 @@ def test_ordered_is_not_the_cut_points_prior():
 @pytest.mark.parametrize(
     "bad, fragment",
     [
-        (lambda: bdl.Ordered(dist.Beta(2.0, 2.0), 2), "needs a base density on ℝ or on (0, ∞)"),
+        (lambda: bdl.Ordered(dist.Beta(2.0, 2.0), 2), "needs densities on ℝ or on (0, ∞)"),
         (lambda: bdl.Ordered(dist.Normal(0.0, 1.0), 0), "must be an integer K ≥ 1"),
-        (lambda: bdl.Ordered(dist.Dirichlet(jnp.ones(2)), 2), "must be univariate"),
+        (lambda: bdl.Ordered(dist.Dirichlet(jnp.ones(2)), 2), "needs densities on ℝ or on (0, ∞)"),
+        (lambda: bdl.Ordered(dist.LKJCholesky(2)), "must be univariate"),
     ],
 )
 def test_ordered_refuses_bad_input(bad, fragment):

@@ -63,16 +63,18 @@ class RunLengths:
 
 def run_lengths(args: argparse.Namespace, spec: Any) -> RunLengths:
     """``--steps``, ``--burn-in``, ``--thin`` (each the given value, or the model file's when not
-    given) and ``--chains``, checked; ``ValueError`` naming the flag and the fix."""
+    given: with ``--tuned``, its run lengths for ``--kernel`` where it has them) and
+    ``--chains``, checked; ``ValueError`` naming the flag and the fix."""
+    own = spec.kernel_lengths(args.kernel) if getattr(args, "tuned", False) else {}
 
     def pick(flag: str, given: int | None, default: int) -> tuple[int, str]:
         if given is None:
             return default, f"{flag} (the model file's default, {default})"
         return given, f"{flag} {given}"
 
-    steps, steps_src = pick("--steps", args.steps, spec.num_steps)
-    burn_in, burn_src = pick("--burn-in", args.burn_in, spec.burn_in)
-    thin, thin_src = pick("--thin", args.thin, spec.thin)
+    steps, steps_src = pick("--steps", args.steps, own.get("num_steps", spec.num_steps))
+    burn_in, burn_src = pick("--burn-in", args.burn_in, own.get("burn_in", spec.burn_in))
+    thin, thin_src = pick("--thin", args.thin, own.get("thin", spec.thin))
     at_least("--steps", steps_src, steps, 1, "total steps per chain, burn-in included")
     at_least("--burn-in", burn_src, burn_in, 0, "steps discarded before the first draw")
     at_least("--thin", thin_src, thin, 1, "keep every THIN-th step after burn-in")

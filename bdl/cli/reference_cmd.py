@@ -26,8 +26,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="model option passed to build() (repeatable), e.g. --option depth=3",
     )
-    p.add_argument("--warmup", type=int, default=1_000, help="NUTS warm-up steps per chain")
-    p.add_argument("--samples", type=int, default=1_000, help="NUTS draws per chain")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="NUTS warm-up steps per chain (default: the model file's, else 1000)",
+    )
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=None,
+        help="NUTS draws per chain (default: the model file's, else 1000)",
+    )
     p.add_argument("--chains", type=int, default=4, help="NUTS chains (at least 4)")
     p.add_argument(
         "--seed", type=int, default=0, help="seed of NUTS's starts and steps (default 0)"
@@ -43,8 +53,10 @@ def run(args: argparse.Namespace) -> int:
     from bdl.validation.reference_draws import reference
 
     check_seed(args.seed)
-    at_least("--warmup", f"--warmup {args.warmup}", args.warmup, 0, "NUTS warm-up steps")
-    at_least("--samples", f"--samples {args.samples}", args.samples, 1, "NUTS draws per chain")
+    if args.warmup is not None:
+        at_least("--warmup", f"--warmup {args.warmup}", args.warmup, 0, "NUTS warm-up steps")
+    if args.samples is not None:
+        at_least("--samples", f"--samples {args.samples}", args.samples, 1, "NUTS draws per chain")
     at_least("--chains", f"--chains {args.chains}", args.chains, 4, "chains for R̂")
     if args.out is not None and args.out.suffix.lower() not in OUT_SUFFIXES:
         raise ValueError(
@@ -56,8 +68,7 @@ def run(args: argparse.Namespace) -> int:
         ref = reference(
             spec,
             num_chains=args.chains,
-            num_warmup=args.warmup,
-            num_samples=args.samples,
+            **spec.nuts_settings(args.warmup, args.samples),
             seed=args.seed,
             use_cache=not args.no_cache,
         )

@@ -77,14 +77,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--nuts-warmup",
         type=int,
-        default=1_000,
-        help="NUTS warm-up steps per chain of the reference (default 1000)",
+        default=None,
+        help="NUTS warm-up steps per chain of the reference (default: the model file's, else 1000)",
     )
     p.add_argument(
         "--nuts-samples",
         type=int,
-        default=1_000,
-        help="NUTS draws per chain of the reference (default 1000)",
+        default=None,
+        help="NUTS draws per chain of the reference (default: the model file's, else 1000)",
     )
     p.add_argument(
         "--plot",
@@ -103,20 +103,22 @@ def run(args: argparse.Namespace) -> int:
 
     check_seed(args.seed)
     check_kernel(args.kernel)
-    at_least(
-        "--nuts-warmup",
-        f"--nuts-warmup {args.nuts_warmup}",
-        args.nuts_warmup,
-        0,
-        "NUTS warm-up steps per chain",
-    )
-    at_least(
-        "--nuts-samples",
-        f"--nuts-samples {args.nuts_samples}",
-        args.nuts_samples,
-        1,
-        "NUTS draws per chain",
-    )
+    if args.nuts_warmup is not None:
+        at_least(
+            "--nuts-warmup",
+            f"--nuts-warmup {args.nuts_warmup}",
+            args.nuts_warmup,
+            0,
+            "NUTS warm-up steps per chain",
+        )
+    if args.nuts_samples is not None:
+        at_least(
+            "--nuts-samples",
+            f"--nuts-samples {args.nuts_samples}",
+            args.nuts_samples,
+            1,
+            "NUTS draws per chain",
+        )
     check_plot(args.plot)
     check_report_path(args.report)
     given = parse_options(args.hyper, "--hyper")
@@ -138,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             num_chains=lengths.chains,
             seed=args.seed,
             init=spec.init if args.init is None else args.init,
-            nuts={"num_warmup": args.nuts_warmup, "num_samples": args.nuts_samples},
+            nuts=spec.nuts_settings(args.nuts_warmup, args.nuts_samples),
             plot=plot,
             progress=True,
             parameter_labels=spec.parameter_labels,

@@ -18,7 +18,7 @@ import numpy as np
 from numpyro.distributions.transforms import biject_to
 
 from bdl.augment.base import Augmentation, augment_batch
-from bdl.compile import starts
+from bdl.compile import leaves, starts
 from bdl.compile.batching import BatchState, init_batch_state, next_indices
 from bdl.compile.data_fields import check_fields_given
 from bdl.compile.positions import broadcast_position
@@ -26,7 +26,7 @@ from bdl.compile.prediction_inputs import check_targets, flatten_draws
 from bdl.compile.predictive import predictive
 from bdl.compile.target import Target
 from bdl.dsl import hierarchical
-from bdl.dsl.hierarchical import HierarchicalLeaf, HyperGroup
+from bdl.dsl.hierarchical import HyperGroup
 from bdl.dsl.model import Model
 from bdl.dsl.network import NetworkAdapter
 from bdl.dsl.priors import LeafInfo, LeafPrior
@@ -96,19 +96,11 @@ class CompiledModel(Target):
         Returns:
             ``(net, lik)``: the weights and the likelihood's learned parameters by name.
         """
-        hyper = self.constrain_hyper(position)
-        leaves = self.net_treedef.flatten_up_to(position["net"])
-        net = []
-        for u, prior, info in zip(leaves, self.leaf_priors, self.leaf_infos, strict=True):
-            if isinstance(prior, HierarchicalLeaf):
-                net.append(prior.constrain_given(u, self._group(prior, hyper), info))
-                continue
-            t = prior.transform(info)
-            net.append(u if t is None else t(u))
         lik = {
             name: biject_to(prior.support)(position["lik"][name])
             for name, prior in self.likelihood.param_priors.items()
         }
+        net = leaves.constrain(self, position["net"], self.constrain_hyper(position), lik)
         return self.net_treedef.unflatten(net), lik
 
     def constrain_hyper(self, position: PyTree) -> PyTree:
@@ -126,9 +118,6 @@ class CompiledModel(Target):
             return {}
         return hierarchical.constrain_hyper(self.hyper_groups, position["hyper"])
 
-    def _group(self, prior: HierarchicalLeaf, hyper: PyTree) -> dict[str, jax.Array]:
-        return starts.group_values(prior, hyper)
-
     def unconstrain(
         self, net: PyTree, lik: dict[str, Any] | None = None, hyper: PyTree | None = None
     ) -> PyTree:
@@ -144,19 +133,11 @@ class CompiledModel(Target):
         """
         if self.hyper_groups and hyper is None:
             hyper = hierarchical.initial_hyper(self.hyper_groups)
-        leaves = self.net_treedef.flatten_up_to(net)
-        unconstrained = []
-        for v, prior, info in zip(leaves, self.leaf_priors, self.leaf_infos, strict=True):
-            if isinstance(prior, HierarchicalLeaf):
-                w = jnp.asarray(v)
-                unconstrained.append(prior.unconstrain_given(w, self._group(prior, hyper), info))
-                continue
-            t = prior.transform(info)
-            unconstrained.append(jnp.asarray(v) if t is None else t.inv(jnp.asarray(v)))
-        position = {"net": self.net_treedef.unflatten(unconstrained)}
         priors = self.likelihood.param_priors
+        values = self.likelihood.param_init if lik is None else lik
+        unconstrained = leaves.unconstrain(self, net, hyper, values)
+        position = {"net": self.net_treedef.unflatten(unconstrained)}
         if priors:
-            values = self.likelihood.param_init if lik is None else lik
             position["lik"] = {
                 k: biject_to(priors[k].support).inv(jnp.asarray(values[k], jnp.float32))
                 for k in priors
@@ -178,17 +159,7 @@ class CompiledModel(Target):
         hyper = self.constrain_hyper(position)
         if self.hyper_groups:
             total = hierarchical.log_prior_hyper(self.hyper_groups, position["hyper"])
-        leaves = self.net_treedef.flatten_up_to(position["net"])
-        for u, prior, info in zip(leaves, self.leaf_priors, self.leaf_infos, strict=True):
-            if isinstance(prior, HierarchicalLeaf):
-                total = total + prior.log_prob_given(u, self._group(prior, hyper), info)
-                continue
-            t = prior.transform(info)
-            if t is None:
-                total = total + prior.log_prob(u, info)
-            else:
-                v = t(u)
-                total = total + prior.log_prob(v, info) + jnp.sum(t.log_abs_det_jacobian(u, v))
+        total = total + leaves.log_prior(self, position, hyper)
         for name, prior in self.likelihood.param_priors.items():
             u = position["lik"][name]
             t = biject_to(prior.support)
@@ -470,7 +441,6 @@ class CompiledModel(Target):
         """
         super().check_init(init, num_chains)
         starts.check_declared_start(self, init)
-
 
 
 #: the named starts of :meth:`CompiledModel.init_positions`

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bdl.augment.base import as_augmentation, check_augmentation
-from bdl.compile import gradient_check
+from bdl.compile import bounds, gradient_check
 from bdl.compile.checks import (
     as_dataset,
     check_batch_size,
@@ -226,6 +226,7 @@ def compile(
     else:
         position = compiled.unconstrain(adapter.params)
     compiled = _replace_initial(compiled, position)
+    bounds.check(compiled)  # bounds that read other parameters: names, cycles, shapes
     if check_gradient:
         gradient_check.check_gradient(compiled, SWITCH)
     return compiled

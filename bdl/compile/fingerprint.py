@@ -153,6 +153,8 @@ def _describe(obj: Any, values: bool, depth: int, seen: frozenset) -> str:
         return _qualname(obj)
     if _is_distribution(obj):
         params = [k for k in sorted(obj.arg_constraints) if k in vars(obj)]
+        if not obj.arg_constraints:  # no parameters of its own (bdl.Ordered): its public fields
+            params = sorted(k for k in vars(obj) if not k.startswith("_"))
         shown = [f"{k}={sub(getattr(obj, k))}" for k in params]
         return f"{_qualname(type(obj))}({', '.join(shown)}, batch_shape={obj.batch_shape})"
     if isinstance(obj, types.FunctionType | types.BuiltinFunctionType | types.MethodType):

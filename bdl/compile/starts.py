@@ -13,8 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from bdl.compile import bounds
 from bdl.compile.minimise import minimise
 from bdl.dsl import hierarchical
+from bdl.dsl.bounded import Bounded
 from bdl.dsl.hierarchical import HierarchicalLeaf
 from bdl.utils.trees import path_to_str
 
@@ -48,6 +50,8 @@ def prior_draw(model: Any, key: jax.Array) -> PyTree:
     net = [
         p.sample_given(k, group_values(p, hyper), i)
         if isinstance(p, HierarchicalLeaf)
+        else None  # bdl.Bounded: drawn below, given the values its bounds read
+        if isinstance(p, Bounded)
         else p.sample(k, i)
         for k, p, i in zip(keys[: len(infos)], priors, infos, strict=True)
     ]
@@ -56,6 +60,7 @@ def prior_draw(model: Any, key: jax.Array) -> PyTree:
         name: prior.sample(k)
         for k, (name, prior) in zip(keys[len(infos) :], lik_priors.items(), strict=True)
     }
+    net = bounds.sample(model, keys[: len(infos)], net, lik)
     return model.unconstrain(model.net_treedef.unflatten(net), lik if lik_priors else None, hyper)
 
 

@@ -1,5 +1,6 @@
 """The model DSL: networks, likelihoods, priors, temperature."""
 
+from bdl.dsl.bounded import Bounded
 from bdl.dsl.hierarchical import HierarchicalNormal
 from bdl.dsl.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood, Poisson, StudentT
 from bdl.dsl.model import Model
@@ -10,6 +11,7 @@ from bdl.dsl.temperature import linear_ramp
 
 __all__ = [
     "Bernoulli",
+    "Bounded",
     "ByPath",
     "Categorical",
     "Distribution",

@@ -44,10 +44,10 @@ def build(batch_size: int | None = None, centred: bool = True) -> bdl.ModelSpec:
         model,
         data,
         batch_size=batch_size,
-        kernels={
-            "sghmc": {"step_size": 5e-3, "friction": 5.0},
-            "gibbs": {"base": "sghmc", "every": 10, "step_size": 5e-3, "friction": 5.0},
-        },
+        # gibbs only: SGHMC alone moves the centred log-precisions too slowly to converge in a
+        # run of this length (seed 0: R̂ 1.23, bulk ESS 16 at log λ_4 in 40,000 steps), the
+        # same SGHMC with exact Gibbs draws of the λ_j every 10 steps validates
+        kernels={"gibbs": {"base": "sghmc", "every": 10, "step_size": 5e-3, "friction": 5.0}},
         num_steps=40_000,
         burn_in=5_000,
         thin=10,

@@ -9,6 +9,7 @@ from bdl.meta import TRAINERS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    # one argparse call, as in kernels_cmd: commands with a description read alike
     p = sub.add_parser(
         "meta-train",
         help="meta-train a learned kernel (l2e, kinetic-l2e, nnsghmc)",

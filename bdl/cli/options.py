@@ -93,6 +93,65 @@ def run_lengths(args: argparse.Namespace, spec: Any) -> RunLengths:
     return RunLengths(steps, burn_in, thin, args.chains)
 
 
+def add_hyper_and_option_arguments(p: argparse.ArgumentParser, hyper_note: str = "") -> None:
+    """``--hyper KEY=VALUE`` and ``--option KEY=VALUE`` (both repeatable) of a command that runs
+    a kernel on a model file; ``hyper_note`` ends the help of ``--hyper``."""
+    p.add_argument(
+        "--hyper",
+        action="append",
+        metavar="KEY=VALUE",
+        help=f"kernel hyper-parameter (repeatable), e.g. --hyper step_size=1e-3{hyper_note}",
+    )
+    add_option_argument(p)
+
+
+def add_option_argument(p: argparse.ArgumentParser) -> None:
+    """``--option KEY=VALUE`` (repeatable): a model option passed to the model file's build()."""
+    p.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="model option passed to build() (repeatable), e.g. --option depth=3",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelRun:
+    """A command's kernel and model file, read from its arguments and checked, nothing compiled.
+
+    Attributes:
+        spec: the model file's :class:`bdl.ModelSpec` (``--option`` passed to its build()).
+        given: the ``--hyper`` values.
+        hyper: the hyper-parameters the kernel is built with (with ``--tuned``, the model
+            file's suggestion under ``given``).
+        kernel: the kernel, built.
+        lengths: the run's lengths.
+    """
+
+    spec: Any
+    given: dict[str, Any]
+    hyper: dict[str, Any]
+    kernel: Any
+    lengths: RunLengths
+
+
+def kernel_run(args: argparse.Namespace) -> KernelRun:
+    """The model file, kernel and run lengths of ``bdl sample`` and ``bdl validate``, from MODEL,
+    ``--option``, ``--kernel``, ``--hyper``, ``--tuned``, ``--init`` and the run lengths, each
+    checked (``ValueError``) before anything is compiled."""
+    from bdl.kernels import registry
+    from bdl.model_files import load_spec
+
+    given = parse_options(args.hyper, "--hyper")
+    spec = load_spec(args.model, **parse_options(args.option, "--option"))
+    lengths = run_lengths(args, spec)
+    check_init(args.init, spec)
+    hyper = kernel_hyper(args.model, spec, args.kernel, given, args.tuned)
+    kernel = registry.get(args.kernel, **hyper)
+    check_adaptable(kernel, lengths.burn_in)
+    return KernelRun(spec, given, hyper, kernel, lengths)
+
+
 def at_least(flag: str, described: str, value: int, minimum: int, meaning: str) -> None:
     """``ValueError`` unless ``value`` ≥ ``minimum``; ``described`` is the flag with its value
     as the user gave it (or where the value came from)."""

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bdl.cli.options import MODEL_HELP, at_least, check_seed, parse_options
+from bdl.cli.options import MODEL_HELP, add_option_argument, at_least, check_seed, parse_options
 
 #: formats ``--out`` writes, by suffix
 OUT_SUFFIXES = (".npz", ".nc")
@@ -20,12 +20,7 @@ OUT_SUFFIXES = (".npz", ".nc")
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reference", help="the trusted NumPyro NUTS draws of a model")
     p.add_argument("model", help=MODEL_HELP)
-    p.add_argument(
-        "--option",
-        action="append",
-        metavar="KEY=VALUE",
-        help="model option passed to build() (repeatable), e.g. --option depth=3",
-    )
+    add_option_argument(p)
     p.add_argument(
         "--warmup",
         type=int,

@@ -20,13 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from bdl.cli.options import (
     MODEL_HELP,
-    check_adaptable,
-    check_init,
+    add_hyper_and_option_arguments,
     check_kernel,
     check_seed,
-    kernel_hyper,
-    parse_options,
-    run_lengths,
+    kernel_run,
     tuned_hint,
 )
 from bdl.cli.report_option import add_report_argument, check_report_path, write_report
@@ -40,6 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sample", help="draw samples of MODEL with a kernel")
     p.add_argument("model", nargs="?", help=MODEL_HELP)
     p.add_argument("--kernel", default=None, help="kernel name (see `bdl kernels`)")
+    # one argparse call per flag: flags of one kind (counts, paths) read alike
     p.add_argument("--steps", type=int, default=None, help="total steps per chain")
     p.add_argument("--burn-in", type=int, default=None, help="steps discarded first")
     p.add_argument("--thin", type=int, default=None, help="keep every THIN-th step")
@@ -142,18 +140,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--num-processes", type=int, default=None, help="with --coordinator")
     p.add_argument("--process-id", type=int, default=None, help="with --coordinator")
-    p.add_argument(
-        "--hyper",
-        action="append",
-        metavar="KEY=VALUE",
-        help="kernel hyper-parameter (repeatable), e.g. --hyper step_size=1e-3",
-    )
-    p.add_argument(
-        "--option",
-        action="append",
-        metavar="KEY=VALUE",
-        help="model option passed to build() (repeatable), e.g. --option depth=3",
-    )
+    add_hyper_and_option_arguments(p)
     add_report_argument(p, default_path=False)
     p.set_defaults(run=run)
 
@@ -163,7 +150,6 @@ def run(args: argparse.Namespace) -> int:
 
     from bdl.cli.summary import NOT_CONVERGED, exit_status, summary_lines
     from bdl.kernels import registry
-    from bdl.model_files import load_spec
     from bdl.sampling import (
         ConvergenceWarning,
         DivergenceWarning,
@@ -218,17 +204,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--checkpoint-every must be >= 0 seconds; got {args.checkpoint_every}.")
     check_seed(args.seed)
     check_kernel(args.kernel)
-    given = parse_options(args.hyper, "--hyper")
-    spec = load_spec(args.model, **parse_options(args.option, "--option"))
-    lengths = run_lengths(args, spec)
-    check_init(args.init, spec)
-    hyper = kernel_hyper(args.model, spec, args.kernel, given, args.tuned)
-    kernel = registry.get(args.kernel, **hyper)
-    check_adaptable(kernel, lengths.burn_in)
+    chosen = kernel_run(args)
+    spec, kernel, lengths = chosen.spec, chosen.kernel, chosen.lengths
     target = spec.compile()
     steps, burn_in, thin = lengths.steps, lengths.burn_in, lengths.thin
     print(
-        f"{target.name}: {args.kernel} {hyper or registry.defaults(args.kernel)}, "
+        f"{target.name}: {args.kernel} {chosen.hyper or registry.defaults(args.kernel)}, "
         f"{lengths.chains} chains x {steps} steps (burn-in {burn_in}, thin {thin})"
     )
     directory = args.resume or args.checkpoint
@@ -305,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
         write_report(samples, args.report, target)
     status = exit_status(samples)
     if status == NOT_CONVERGED:
-        hint = tuned_hint(args.model, spec, args.kernel, kernel, given, args.tuned)
+        hint = tuned_hint(args.model, spec, args.kernel, kernel, chosen.given, args.tuned)
         if hint:
             print(f"bdl sample: {hint}", file=sys.stderr)
     return status

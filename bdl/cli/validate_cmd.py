@@ -13,14 +13,11 @@ from pathlib import Path
 
 from bdl.cli.options import (
     MODEL_HELP,
+    add_hyper_and_option_arguments,
     at_least,
-    check_adaptable,
-    check_init,
     check_kernel,
     check_seed,
-    kernel_hyper,
-    parse_options,
-    run_lengths,
+    kernel_run,
     tuned_hint,
 )
 from bdl.cli.report_option import add_report_argument, check_report_path, write_report
@@ -35,18 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--kernel", required=True, help="kernel name (see `bdl kernels`)")
-    p.add_argument(
-        "--hyper",
-        action="append",
-        metavar="KEY=VALUE",
-        help="kernel hyper-parameter (repeatable), e.g. --hyper step_size=1e-3; without a step "
-        "size the kernel adapts it during burn-in",
-    )
-    p.add_argument(
-        "--option",
-        action="append",
-        metavar="KEY=VALUE",
-        help="model option passed to build() (repeatable), e.g. --option depth=3",
+    add_hyper_and_option_arguments(
+        p, hyper_note="; without a step size the kernel adapts it during burn-in"
     )
     p.add_argument(
         "--steps",
@@ -97,8 +84,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bdl.kernels import registry
-    from bdl.model_files import load_spec
     from bdl.validation import UntrustedReferenceError, validate
 
     check_seed(args.seed)
@@ -121,13 +106,8 @@ def run(args: argparse.Namespace) -> int:
         )
     check_plot(args.plot)
     check_report_path(args.report)
-    given = parse_options(args.hyper, "--hyper")
-    spec = load_spec(args.model, **parse_options(args.option, "--option"))
-    lengths = run_lengths(args, spec)
-    check_init(args.init, spec)
-    hyper = kernel_hyper(args.model, spec, args.kernel, given, args.tuned)
-    kernel = registry.get(args.kernel, **hyper)
-    check_adaptable(kernel, lengths.burn_in)
+    chosen = kernel_run(args)
+    spec, kernel, lengths = chosen.spec, chosen.kernel, chosen.lengths
     target = spec.compile()
     plot = args.plot or Path("bdl-output") / f"validate_{target.name}_{args.kernel}.png"
     try:
@@ -158,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"bdl validate: the kernel's run was not compared: {verdict.report()}", file=sys.stderr
         )
-        hint = tuned_hint(args.model, spec, args.kernel, kernel, given, args.tuned)
+        hint = tuned_hint(args.model, spec, args.kernel, kernel, chosen.given, args.tuned)
         if hint:
             print(f"bdl validate: {hint}", file=sys.stderr)
     return 0 if report.passed else 1

@@ -128,3 +128,22 @@ def test_hierarchical_hyper_parameters_are_named_and_constrained():
     for name in hyper:
         assert np.all(ref[name] > 0) and ref[name].shape[:2] == (4, 50)
     assert set(ref.mean()) == set(ref.names()) and len(ref.names()) == 1 + len(hyper)
+
+
+def test_cache_keys_tell_priors_with_other_parameters_apart():
+    """Two models that differ only in a prior's parameters (Student-t with 3 and 5 degrees of
+    freedom) must not share a cached reference; the same declaration built twice does."""
+    from bdl.validation.reference import cache_key
+
+    def compiled(df: float):
+        model = bdl.Model(
+            network=lambda p, x: x @ p["w"],
+            params={"w": jnp.zeros(2)},
+            likelihood=bdl.Gaussian(scale=0.5),
+            prior=bdl.Distribution(dist.StudentT(df)),
+            name="linreg",
+        )
+        return bdl.compile(model, _data())
+
+    assert cache_key(compiled(3.0), 1.0, {}) != cache_key(compiled(5.0), 1.0, {})
+    assert cache_key(compiled(3.0), 1.0, {}) == cache_key(compiled(3.0), 1.0, {})

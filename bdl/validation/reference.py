@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bdl.compile.fingerprint import describe
 from bdl.compile.target import Target
 from bdl.diagnostics import ess_bulk, rank_rhat
 from bdl.sampling.monitored import (  # noqa: F401 (re-exported: the validation's names for them)
@@ -82,9 +82,10 @@ def gate(monitored: np.ndarray) -> tuple[float, float]:
 def cache_key(target: Target, temperature: float, settings: dict[str, Any]) -> str:
     digest = hashlib.sha256()
     digest.update(target.name.encode())
-    declaration = repr(getattr(target, "model", getattr(target, "potential", None)))
-    # object addresses ("<function f at 0x7f…>") change from process to process
-    digest.update(re.sub(r" at 0x[0-9a-fA-F]+", "", declaration).encode())
+    # every parameter of the declaration, priors' included (a repr may drop them: StudentT(3)
+    # and StudentT(5) priors must not share a reference), without memory addresses
+    declaration = describe(getattr(target, "model", getattr(target, "potential", None)))
+    digest.update(declaration.encode())
     for leaf in jax.tree.leaves(target):
         if isinstance(leaf, jax.Array | np.ndarray):
             digest.update(np.asarray(leaf).tobytes())

@@ -289,7 +289,7 @@ def test_a_missing_solver_says_how_to_install_it(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "diffrax", None)  # import diffrax raises ImportError
-    with pytest.raises(ImportError, match=r"pip install 'bdl\[ode\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'bdl-sgmcmc\[ode\]'"):
         posteriordb.load("one_comp_mm_elim_abs-one_comp_mm_elim_abs").spec()
 
 

@@ -6,7 +6,7 @@ posteriordb (Magnusson, Bürkner & Vehtari; BSD-3-Clause, licence and attributio
 states it — the same parameters, constraints, priors and likelihood — and
 :meth:`Posterior.reference` turns Stan's draws into a :class:`bdl.validation.Reference`, so that
 ``bdl.validate(compiled, kernel, reference=...)`` judges a kernel against Stan with bdl's gates.
-The two ODE posteriors need the optional solver diffrax (``pip install 'bdl[ode]'``).
+The two ODE posteriors need the optional solver diffrax (``pip install 'bdl-sgmcmc[ode]'``).
 
     >>> from bdl.validation import posteriordb
     >>> posterior = posteriordb.load("earnings-earn_height")

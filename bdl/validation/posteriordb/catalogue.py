@@ -152,7 +152,7 @@ class Posterior:
 
         Raises:
             ImportError: an ODE posterior without the optional solver (``pip install
-                'bdl[ode]'``).
+                'bdl-sgmcmc[ode]'``).
         """
         model, data = self.builder(self.data())
         return ModelSpec(

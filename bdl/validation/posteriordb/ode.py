@@ -14,7 +14,7 @@
 
 The rows are the observation times (t = 0 included for the lynx and hares), whose input is the
 time; the network solves the ODE at the times of its batch. diffrax (Kidger 2021) is an optional
-dependency: ``pip install 'bdl[ode]'``. A solve that fails (too many steps) gives NaN, which
+dependency: ``pip install 'bdl-sgmcmc[ode]'``. A solve that fails (too many steps) gives NaN, which
 the samplers treat as a divergence and NUTS as a rejected proposal, as Stan rejects a proposal
 whose solve throws.
 """
@@ -36,7 +36,7 @@ from bdl.dsl.priors import ByPath
 
 MISSING = (
     "the ODE posteriors of the posteriordb suite need the optional ODE solver diffrax, which is "
-    "not installed: pip install 'bdl[ode]' (or pip install diffrax)."
+    "not installed: pip install 'bdl-sgmcmc[ode]' (or pip install diffrax)."
 )
 
 
@@ -88,6 +88,7 @@ def solve(
     """
     diffrax = require_diffrax()
     times = jnp.asarray(times)
+    t0 = jnp.asarray(t0, times.dtype)
     order = jnp.argsort(times)
     ts = times[order]
     solution = diffrax.diffeqsolve(
@@ -101,6 +102,9 @@ def solve(
         saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
         max_steps=max_steps,
+        # differentiable in both modes: bdl.sample's warm-up measures curvature by jvp of the
+        # gradient, which the default checkpointed adjoint (a custom_vjp) does not allow
+        adjoint=diffrax.DirectAdjoint(),
         throw=False,
     )
     ok = solution.result == diffrax.RESULTS.successful

@@ -13,6 +13,7 @@ from bdl.dsl.likelihoods import Likelihood
 from bdl.dsl.potential import Potential
 from bdl.utils import labels
 from bdl.utils.arguments import shown
+from bdl.utils.dtypes import float_dtype
 from bdl.utils.trees import describe, path_to_str
 
 
@@ -68,10 +69,11 @@ def check_data(data: Dataset) -> None:
 
 
 def targets(likelihood: Likelihood, y: np.ndarray, name: str) -> np.ndarray:
-    """``y`` as the model scores it: float32 for a regression, int32 class labels for a
-    classifier (integer-valued floats such as ``1.0`` are accepted; ``0.5`` is refused)."""
+    """``y`` as the model scores it: floats for a regression (float32, or float64 in JAX's
+    64-bit mode), int32 class labels for a classifier (integer-valued floats such as ``1.0``
+    are accepted; ``0.5`` is refused)."""
     if likelihood.task == "regression":
-        return np.asarray(y, np.float32)
+        return np.asarray(y, float_dtype())
     return labels.class_labels(y, name, f"{type(likelihood).__name__} likelihood")
 
 

@@ -30,6 +30,7 @@ from bdl.dsl.hierarchical import HyperGroup
 from bdl.dsl.model import Model
 from bdl.dsl.network import NetworkAdapter
 from bdl.dsl.priors import LeafInfo, LeafPrior
+from bdl.utils import dtypes
 from bdl.utils.owner_jit import owner_jit
 
 PyTree = Any
@@ -422,7 +423,10 @@ class CompiledModel(Target):
         * a position pytree (shared, or with a leading chain axis).
         """
         if isinstance(init, str) and init in self.INITS:
-            return starts.named_start(self, key, num_chains, init)
+            # in the initial position's floating-point type, whatever the draws' own
+            return dtypes.like(
+                starts.named_start(self, key, num_chains, init), self.initial_position
+            )
         if isinstance(init, str):
             self.check_init(init, num_chains)  # an unknown name
         return broadcast_position(init, self.initial_position, num_chains, self.OWNER)

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from bdl.compile.positions import broadcast_position
 from bdl.compile.target import Target
 from bdl.dsl.potential import Potential
+from bdl.utils import dtypes
 from bdl.utils.trees import tree_normal_like
 
 PyTree = Any
@@ -85,7 +86,7 @@ class CompiledPotential(Target):
         if isinstance(init, str):
             self.check_init(init, num_chains)
             if init == "auto" and callable(self.potential.init):
-                return jax.vmap(self.potential.init)(keys)
+                return dtypes.like(jax.vmap(self.potential.init)(keys), self.initial_position)
             return jax.tree.map(
                 lambda a: jnp.broadcast_to(a, (num_chains, *a.shape)), self.initial_position
             )

@@ -24,6 +24,7 @@ from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.compiled_potential import CompiledPotential
 from bdl.compile.data_fields import as_field_dataset, check_log_prob, dataset_fields
 from bdl.compile.observations import check_starting_values, observations_only
+from bdl.compile.prior_checks import check_priors
 from bdl.compile.support import check_observed
 from bdl.dsl.hierarchical import hyper_groups
 from bdl.dsl.model import Model
@@ -33,6 +34,7 @@ from bdl.dsl.potential import Potential
 from bdl.dsl.priors import LeafInfo
 from bdl.dsl.temperature import as_schedule
 from bdl.utils import arguments
+from bdl.utils.dtypes import as_float, float_dtype
 from bdl.utils.trees import path_to_str
 
 #: how the hidden-gradient check is turned off, in its message
@@ -110,7 +112,7 @@ def compile(
         start = init(jax.random.key(seed)) if callable(init) else init
         check_potential(model, start)
         compiled = CompiledPotential(
-            initial_position=jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), start),
+            initial_position=jax.tree.map(lambda a: jnp.asarray(a, float_dtype()), start),
             n=1,
             name=model.name,
             potential=model,
@@ -141,8 +143,9 @@ def compile(
     n = dataset.n
     batch_size = check_batch_size(batch_size, n)
     regression = model.likelihood.task == "regression"
-    x = np.asarray(dataset.x_train, np.float32)
-    x_test = None if dataset.x_test is None else np.asarray(dataset.x_test, np.float32)
+    dtype = float_dtype()  # float32, or float64 in JAX's 64-bit mode (docs/precision.md)
+    x = np.asarray(dataset.x_train, dtype)
+    x_test = None if dataset.x_test is None else np.asarray(dataset.x_test, dtype)
     y = targets(model.likelihood, dataset.y_train, "y_train")
     y_test = None if dataset.y_test is None else targets(model.likelihood, dataset.y_test, "y_test")
 
@@ -194,6 +197,7 @@ def compile(
         for p, v in flat
     )
     priors = tuple(model.prior.resolve(info) for info in infos)
+    check_priors(model, infos, priors)  # arguments, supports, event shapes: before any tracing
     hyper = hyper_groups(priors)
 
     compiled = CompiledModel(
@@ -214,10 +218,10 @@ def compile(
         hyper_groups=hyper,
         temperature_schedule=as_schedule(model.temperature),
         augment=augment,
-        fields_train={k: jnp.asarray(v) for k, v in fields_train.items()},
+        fields_train={k: jnp.asarray(v, dtype) for k, v in fields_train.items()},
         fields_test=None
         if fields_test is None
-        else {k: jnp.asarray(v) for k, v in fields_test.items()},
+        else {k: jnp.asarray(v, dtype) for k, v in fields_test.items()},
     )
     if without_network:
         lik = starting_values(model.likelihood, model.params)
@@ -225,7 +229,7 @@ def compile(
         position = compiled.unconstrain(adapter.params, lik)
     else:
         position = compiled.unconstrain(adapter.params)
-    compiled = _replace_initial(compiled, position)
+    compiled = _replace_initial(compiled, as_float(position, dtype))
     bounds.check(compiled)  # bounds that read other parameters: names, cycles, shapes
     if check_gradient:
         gradient_check.check_gradient(compiled, SWITCH)

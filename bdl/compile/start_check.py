@@ -27,6 +27,7 @@ import numpy as np
 
 from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.compiled_potential import CompiledPotential
+from bdl.compile.precision import float64_note
 from bdl.compile.target import Target
 from bdl.utils.owner_jit import owner_jit
 from bdl.utils.trees import leaf_paths
@@ -87,8 +88,10 @@ def cannot_start(bad: list[int], first: int, what: str, why: str) -> str:
         The message.
     """
     names = ", ".join(str(first + c) for c in bad[:10]) + (", …" if len(bad) > 10 else "")
-    where = "its starting position" if len(bad) == 1 else (
-        f"their starting positions; at chain {first + bad[0]}'s"
+    where = (
+        "its starting position"
+        if len(bad) == 1
+        else (f"their starting positions; at chain {first + bad[0]}'s")
     )
     chains = f"chain{'s' if len(bad) > 1 else ''} {names}"
     return f"{chains} cannot start: {what} not finite at {where}: {why}."
@@ -98,8 +101,24 @@ def explain_start(target: Target, position: PyTree) -> str:
     """Why U(θ) or ∇U(θ) is not finite at ``position``, naming the term: the prior (and the
     parameters where its gradient is not finite), the rows of ``x_train`` on which the network
     returns NaN or ±∞, the rows of ``y_train`` whose log-likelihood is −∞ or NaN, the rows whose
-    log-likelihood has no finite gradient. Evaluates (and compiles) on every call: for the
-    failure path only."""
+    log-likelihood has no finite gradient; and, when the run is in float32 and both are finite
+    in float64 there, that float32 is to blame and how to switch
+    (:func:`bdl.compile.precision.float64_note`). Evaluates (and compiles) on every call: for
+    the failure path only.
+
+    Args:
+        target: a compiled model or potential.
+        position: where U or ∇U is not finite.
+
+    Returns:
+        The explanation, one clause per term found.
+    """
+    why = _explain_terms(target, position)
+    note = float64_note(target, position, start_is_finite)
+    return f"{why}; but {note}" if note else why
+
+
+def _explain_terms(target: Target, position: PyTree) -> str:
     if not isinstance(target, CompiledModel):
         return _explain_energy(target, position)
     found = []

@@ -12,10 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from numpyro.distributions.transforms import biject_to
 
 from bdl.compile import bounds
 from bdl.compile.minimise import minimise
-from bdl.dsl import hierarchical
+from bdl.compile.prior_checks import check_declared_support
+from bdl.compile.start_draws import FALLBACK_STREAM, finite_or_uniform, hyper_draw, site_draw
 from bdl.dsl.bounded import Bounded
 from bdl.dsl.hierarchical import HierarchicalLeaf
 from bdl.utils.trees import path_to_str
@@ -29,6 +31,11 @@ MAP_LEARNING_RATE = 1e-2
 
 def prior_draw(model: Any, key: jax.Array) -> PyTree:
     """One draw from the prior of every sampled parameter, in the sampled space.
+
+    A parameter whose prior cannot be drawn from — its sampler raises (NumPyro's inverse CDF
+    of a truncated Student-t needs TensorFlow Probability), or the draw is not finite in the
+    sampled space — starts from Stan's default instead: u ~ uniform(−2, 2) on the
+    unconstrained scale, with a warning naming it (:mod:`bdl.compile.start_draws`).
 
     Args:
         model: the compiled model.
@@ -46,22 +53,74 @@ def prior_draw(model: Any, key: jax.Array) -> PyTree:
     key, k_hyper = jax.random.split(key)
     keys = jax.random.split(key, len(infos) + len(lik_priors))
     groups = model.hyper_groups
-    hyper = hierarchical.sample_hyper(groups, k_hyper) if groups else None
+    hyper = hyper_draw(groups, k_hyper) if groups else None
     net = [
-        p.sample_given(k, group_values(p, hyper), i)
-        if isinstance(p, HierarchicalLeaf)
-        else None  # bdl.Bounded: drawn below, given the values its bounds read
+        None  # bdl.Bounded: drawn below, given the values its bounds read
         if isinstance(p, Bounded)
-        else p.sample(k, i)
-        for k, p, i in zip(keys[: len(infos)], priors, infos, strict=True)
+        else leaf_draw(p, k, info, hyper)
+        for k, p, info in zip(keys[: len(infos)], priors, infos, strict=True)
     ]
     # learned likelihood parameters (e.g. the Gaussian σ) are drawn from their priors too
     lik = {
-        name: prior.sample(k)
+        name: site_draw(
+            f"lik/{name}",
+            lambda k=k, prior=prior: prior.sample(k),
+            biject_to(prior.support),
+            tuple(prior.batch_shape + prior.event_shape),
+            k,
+        )
         for k, (name, prior) in zip(keys[len(infos) :], lik_priors.items(), strict=True)
     }
     net = bounds.sample(model, keys[: len(infos)], net, lik)
     return model.unconstrain(model.net_treedef.unflatten(net), lik if lik_priors else None, hyper)
+
+
+def leaf_draw(prior: Any, key: jax.Array, info: Any, hyper: PyTree) -> jax.Array:
+    """A draw of one network leaf from its prior (constrained), given the hyper-parameters,
+    through :func:`site_draw`.
+
+    Args:
+        prior: the leaf's prior.
+        key: a JAX random key.
+        info: the leaf's path and shape.
+        hyper: the hierarchical hyper-parameters, constrained (``None`` without any).
+
+    Returns:
+        The draw.
+    """
+    if isinstance(prior, HierarchicalLeaf):
+        group = group_values(prior, hyper)
+        return site_draw(
+            info.path,
+            lambda: prior.sample_given(key, group, info),
+            None,
+            info.shape,
+            key,
+            lambda u: prior.constrain_given(u, group, info),
+        )
+    return site_draw(
+        info.path, lambda: prior.sample(key, info), prior.transform(info), info.shape, key
+    )
+
+
+def prior_draws(model: Any, key: jax.Array, keys: jax.Array) -> PyTree:
+    """:func:`prior_draw` for every chain, with the entries of a chain's leaf that are not
+    finite in the sampled space replaced by Stan's default start
+    (:func:`bdl.compile.start_draws.finite_or_uniform`).
+
+    Args:
+        model: the compiled model.
+        key: the start's random key.
+        keys: one key per chain, split from ``key``.
+
+    Returns:
+        The positions, with a leading chain axis.
+
+    Raises:
+        NotImplementedError: a prior is improper.
+    """
+    positions = jax.vmap(lambda k: prior_draw(model, k))(keys)
+    return finite_or_uniform(positions, jax.random.fold_in(key, FALLBACK_STREAM))
 
 
 def group_values(prior: HierarchicalLeaf, hyper: PyTree) -> dict[str, jax.Array]:
@@ -158,7 +217,7 @@ def named_start(model: Any, key: jax.Array, num_chains: int, init: str) -> PyTre
             init = "network"
         else:
             try:
-                return jax.vmap(lambda k: prior_draw(model, k))(keys)
+                return prior_draws(model, key, keys)
             except NotImplementedError:  # an improper prior
                 init = "perturbed"
     if init == "perturbed":
@@ -168,7 +227,7 @@ def named_start(model: Any, key: jax.Array, num_chains: int, init: str) -> PyTre
         return jax.vmap(lambda k: model.unconstrain(model.adapter.init(k)))(keys)
     if init == "prior":
         try:
-            return jax.vmap(lambda k: prior_draw(model, k))(keys)
+            return prior_draws(model, key, keys)
         except NotImplementedError:
             raise ValueError(
                 "init='prior' needs a proper prior to draw from, and this model has an "
@@ -217,6 +276,7 @@ def check_declared_start(model: Any, init: Any) -> None:
         return
     if init in ("auto", "map") and model.adapter.init is not None:
         return  # the network's own initialiser
+    check_declared_support(model, init)  # an off-simplex vector would be projected silently
     flat, _ = jax.tree_util.tree_flatten_with_path(model.initial_position)
     for path, leaf in flat:
         if not np.all(np.isfinite(np.asarray(leaf))):

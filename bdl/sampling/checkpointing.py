@@ -26,6 +26,7 @@ from bdl.sampling import checkpoint_lock
 from bdl.sampling.carry import Chains
 from bdl.sampling.keep import Keep
 from bdl.sampling.layout import Layout
+from bdl.utils.dtypes import float_dtype
 
 
 def own(directory: Path) -> Path:
@@ -132,6 +133,16 @@ def target_record(target: Target, saved: dict | None, directory: Path) -> dict:
     recorded none resumes with a warning."""
     current = fingerprint.declarations(target)
     was = None if saved is None else saved.get("target")
+    precision = float_dtype().name
+    if was is not None and was.get("precision", precision) != precision:
+        written = was["precision"]
+        raise ValueError(
+            f"resume: the checkpoint in {directory} was written in {written} and this process "
+            f"runs in {precision} (JAX's 64-bit mode is {'on' if precision == 'float64' else 'off'}"
+            "): its states cannot go on in another precision. Resume it with JAX_ENABLE_X64="
+            f"{'1' if written == 'float64' else '0'} (docs/precision.md), or start a new run in "
+            "another directory."
+        )
     if saved is not None and was is None:
         warnings.warn(
             f"resume: the checkpoint in {directory} was written by bdl "
@@ -153,7 +164,7 @@ def target_record(target: Target, saved: dict | None, directory: Path) -> dict:
         if change is not None:
             why = "with the same declarations: the network's, likelihood's or prior's code changed"
             _refuse(["energy"], f"{change}, {why}", directory)
-    return {"declarations": current, "energies": energies}
+    return {"declarations": current, "energies": energies, "precision": precision}
 
 
 def _refuse(parts: list[str], details: str, directory: Path) -> None:

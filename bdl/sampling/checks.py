@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bdl.compile.precision import check_precision
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.kernels.recipe_kernel import RecipeKernel
@@ -60,6 +61,7 @@ def check_start(target: Any, kernel: Any, options: dict[str, Any]) -> dict[str, 
     if options.get("progress") is not None:
         arguments.flag(options["progress"], "progress")
     if isinstance(target, Target) and isinstance(kernel, Kernel):
+        check_precision(target)  # compiled in the floating-point type the run computes in
         chains = options.get("num_chains")
         if chains is None and options.get("resume") is None:
             chains = 1

@@ -73,6 +73,7 @@ from bdl.compile.start_check import cannot_start, explain_start, start_is_finite
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.sampling.carry import NOISE_SDS, Chains
+from bdl.sampling.float32_divergence import warn_if_float32
 from bdl.sampling.program import Programs
 from bdl.utils.owner_jit import owner_jit
 
@@ -103,6 +104,8 @@ def located(programs: Programs, before: Chains, after: Chains, steps: int) -> Ch
         seen = jax.device_get(replay.status)
         here = fresh & (provisional - steps + 1 == start) & np.asarray(seen.diverged)
         found = np.where(here, np.asarray(seen.step), found)
+        nan = here & ~np.isfinite(np.asarray(seen.energy))  # not a far-out chain
+        warn_if_float32(programs.target, programs.kernel, replay.states, nan, found)
         energy = np.where(here, np.asarray(seen.energy), energy)
     step = programs.layout.shard(jnp.asarray(found, jnp.int32))
     energy = programs.layout.shard(jnp.asarray(energy, after.status.energy.dtype))

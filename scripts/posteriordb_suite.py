@@ -31,6 +31,7 @@ import datetime
 import json
 import math
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,7 @@ import jax
 import numpy as np
 
 import bdl
-from bdl.validation import Row, compare_parameters, posteriordb
+from bdl.validation import Reference, Row, compare_parameters, posteriordb
 from bdl.validation.monte_carlo import bonferroni_z, mean_and_errors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,13 +189,15 @@ def _stan_named(posterior: posteriordb.Posterior, draws: dict[str, np.ndarray]) 
 def run_kernel(target: Any, name: str, reference: Any, spec: Any, seed: int, run: dict) -> dict:
     kernel = bdl.kernels.get(name)
     lengths = {"num_steps": spec.num_steps, "burn_in": spec.burn_in, "thin": spec.thin, **run}
+    try:
+        kernel.bind(target)
+    except ValueError as err:  # the kernel does not apply (gibbs: no conjugate precision)
+        return {"kernel": kernel.name, "refused": f"{type(err).__name__}: {err}"}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             report = bdl.validate(target, kernel, num_chains=4, seed=seed, reference=reference,
                                   **lengths)  # fmt: skip
-        except (ValueError, TypeError) as err:  # refused before it ran (e.g. gibbs: no precision)
-            return {"kernel": kernel.name, "refused": f"{type(err).__name__}: {err}"}
         except Exception as err:  # a failure is a result of the suite, not its end
             return {"kernel": kernel.name, "error": f"{type(err).__name__}: {err}"}
     samples = report.samples
@@ -223,10 +226,31 @@ def run_kernel(target: Any, name: str, reference: Any, spec: Any, seed: int, run
     }
 
 
+def save_reference(path: Path, reference: Any) -> None:
+    """NUTS's draws and gate, for the kernels' process (``mcycle_gp-accel_gp``)."""
+    leaves = jax.tree.leaves(reference.positions)
+    np.savez(path, monitored=reference.monitored, max_rhat=reference.max_rhat,
+             min_ess=reference.min_ess, settings=json.dumps(reference.settings),
+             **{f"leaf{i}": np.asarray(a) for i, a in enumerate(leaves)})  # fmt: skip
+
+
+def load_reference(path: Path, target: Any) -> Any:
+    data = np.load(path)
+    treedef = jax.tree.structure(target.initial_position)
+    positions = jax.tree.unflatten(treedef, [data[f"leaf{i}"] for i in range(treedef.num_leaves)])
+    return Reference(positions, "parameter", data["monitored"], float(data["max_rhat"]),
+                     float(data["min_ess"]), json.loads(str(data["settings"])))  # fmt: skip
+
+
 def run_posterior(name: str, kernels: list[str], *, seed: int = 0, run: dict | None = None,
-                  nuts: dict | None = None) -> dict:  # fmt: skip
+                  nuts: dict | None = None, stage: str = "all",
+                  reference_file: Path | None = None) -> dict:  # fmt: skip
     """NUTS and ``kernels`` on one posterior; ``run`` overrides the kernels' run lengths
-    (num_steps, burn_in, thin) and ``nuts`` bdl.reference's settings (for a quick check)."""
+    (num_steps, burn_in, thin) and ``nuts`` bdl.reference's settings (for a quick check).
+    ``stage`` runs only ``"nuts"`` (saving its draws to ``reference_file``) or only the
+    ``"kernels"`` (reading NUTS's draws from it where Stan has none): the suite runs the two in
+    separate processes, since a float64 NUTS run leaves float64 constants behind that a later
+    float32 run of an ODE posterior trips on (NumPyro's truncated-normal prior)."""
     posterior = posteriordb.load(name)
     spec = posterior.spec()
     start = time.perf_counter()
@@ -244,12 +268,21 @@ def run_posterior(name: str, kernels: list[str], *, seed: int = 0, run: dict | N
                 **(run or {})},
         "nuts_settings": nuts or {},
         "rows": {},
+        "kernel_reference": "Stan" if stan is not None else "NUTS",
     }  # fmt: skip
-    nuts_entry, nuts_ref = run_nuts(target, posterior, stan, nuts or {})
-    result["rows"]["NUTS"] = nuts_entry
-    print(f"{name:<44}NUTS{'':<14}{'PASS' if nuts_entry['passed'] else 'FAIL'}", flush=True)
-    reference = stan if stan is not None else nuts_ref.reference
-    result["kernel_reference"] = "Stan" if stan is not None else "NUTS"
+    nuts_reference = None
+    if stage in ("all", "nuts"):
+        nuts_entry, nuts_ref = run_nuts(target, posterior, stan, nuts or {})
+        result["rows"]["NUTS"] = nuts_entry
+        print(f"{name:<44}NUTS{'':<14}{'PASS' if nuts_entry['passed'] else 'FAIL'}", flush=True)
+        nuts_reference = nuts_ref.reference
+        if reference_file is not None:
+            save_reference(reference_file, nuts_reference)
+    if stage == "nuts":
+        return result
+    if stan is None and nuts_reference is None:
+        nuts_reference = load_reference(reference_file, target)
+    reference = stan if stan is not None else nuts_reference
     for kernel in kernels:
         entry = run_kernel(target, kernel, reference, spec, seed, run or {})
         result["rows"][kernel] = entry
@@ -283,28 +316,42 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "posteriordb.json")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "posteriordb.md")
     parser.add_argument("--page-only", action="store_true", help="rewrite the page from --json")
+    parser.add_argument("--no-nuts", action="store_true", help="keep the NUTS rows of --json")
+    parser.add_argument("--keep-nuts", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child process: one posterior
+    parser.add_argument("--stage", default="all", help=argparse.SUPPRESS)
+    parser.add_argument("--reference-file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--part", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     kernels = args.kernels if args.kernels is not None else adapting_kernels()
     if args.one:
-        result = run_posterior(args.one, kernels, seed=args.seed)
+        result = run_posterior(args.one, kernels, seed=args.seed, stage=args.stage,
+                               reference_file=args.reference_file)  # fmt: skip
         args.part.write_text(json.dumps(result, indent=1, default=_plain))
         return
     results = json.loads(args.json.read_text()) if args.json.is_file() else {"posteriors": {}}
     if not args.page_only:
         command = ["python", "scripts/posteriordb_suite.py", *sys.argv[1:]]
+        stages = ["kernels"] if args.no_nuts else ["nuts", "kernels"]
         for name in args.posteriors or posteriordb.names():
+            start = time.perf_counter()
+            result: dict[str, Any] = {"posterior": name, "rows": {}}
             with tempfile.TemporaryDirectory() as tmp:
-                part = Path(tmp) / "part.json"
-                cmd = [sys.executable, __file__, "--one", name, "--part", str(part),
-                       "--seed", str(args.seed), "--kernels", *kernels]  # fmt: skip
-                start = time.perf_counter()
-                done = subprocess.run(cmd, check=False)
-                if done.returncode != 0 or not part.is_file():  # recorded, the suite goes on
-                    result = {"posterior": name, "rows": {}, "error": f"exit {done.returncode}"}
-                else:
-                    result = json.loads(part.read_text())
+                for stage in stages:
+                    part, draws = Path(tmp) / f"{stage}.json", Path(tmp) / "nuts.npz"
+                    if not draws.is_file() and args.no_nuts:
+                        draws = args.json.with_name(f"{name}.nuts.npz")  # a --keep-nuts run's
+                    cmd = [sys.executable, __file__, "--one", name, "--part", str(part),
+                           "--stage", stage, "--reference-file", str(draws),
+                           "--seed", str(args.seed), "--kernels", *kernels]  # fmt: skip
+                    done = subprocess.run(cmd, check=False)
+                    if done.returncode != 0 or not part.is_file():  # recorded; the suite goes on
+                        result["error"] = f"{stage} stage: exit {done.returncode}"
+                        break
+                    rows = {**result["rows"], **json.loads(part.read_text())["rows"]}
+                    result = {**result, **json.loads(part.read_text()), "rows": rows}
+                    if stage == "nuts" and args.keep_nuts:
+                        shutil.copy(draws, args.json.with_name(f"{name}.nuts.npz"))
             result["wall_seconds"] = time.perf_counter() - start
             result["command"] = " ".join(command)
             result["environment"] = environment()

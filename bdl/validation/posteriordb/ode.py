@@ -87,8 +87,10 @@ def solve(
         ImportError: diffrax is not installed.
     """
     diffrax = require_diffrax()
-    times = jnp.asarray(times)
-    t0 = jnp.asarray(t0, times.dtype)
+    # one dtype, the state's: data arrays made while float64 was on (NUTS) stay float64
+    dtype = jnp.result_type(y0)
+    times = jnp.asarray(times, dtype)
+    t0 = jnp.asarray(t0, dtype)
     order = jnp.argsort(times)
     ts = times[order]
     solution = diffrax.diffeqsolve(
@@ -238,9 +240,8 @@ def concentration_model(
 
     def log_concentration(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
         theta = jnp.stack([params["k_a"], params["K_m"], params["V_m"]])
-        c = solve(
-            rhs, jnp.zeros(1), x[:, 0], theta, t0=t0, rtol=rtol, atol=atol, max_steps=max_steps
-        )
+        y0 = jnp.zeros(1, theta.dtype)
+        c = solve(rhs, y0, x[:, 0], theta, t0=t0, rtol=rtol, atol=atol, max_steps=max_steps)
         return jnp.log(c[:, 0])
 
     return log_concentration

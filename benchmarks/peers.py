@@ -80,9 +80,10 @@ Compilations (``jax.monitoring``, ``_common.CompileCounter``: XLA backend compil
 2,000 steps, burn-in 1,000, thin 100: fixed-step SGHMC (h = 1e-5) and adapted SGHMC
 (``bdl.kernels.get("sghmc")``: warm-up adapts h, M and γ during burn-in), each followed by a
 second identical call; targets ≤ 2 and ≤ 3 programs of the run. The checks that follow every
-run compile their own programs once per model and process, printed apart: the run-away check's
-(``heat_and_energy``: U and (θ − c)·∇U at some draws) and, for a network, the convergence
-check's (``function_values``: its predictions on held-out inputs, per draw).
+run compile their own programs once per model and process, printed apart: the one the run-away
+and bias checks share (``full_data_at``: U, (θ − c)·∇U and some of ∇U at some draws) and, for a
+network, the convergence check's (``function_values``: its predictions on held-out inputs, per
+draw).
 
     python benchmarks/peers.py [--models digits,wide] [--paths burn-in,thin100,thin1000]
         [--chains 1,8] [--kernels sgld,sghmc] [--skip wide:8] [--long N] [--short N]
@@ -138,9 +139,9 @@ FRICTION = 1.0  # SGHMC's γ: bdl's default friction, BlackJAX's alpha
 TARGET = 1.05  # bdl.sample ÷ BlackJAX per step
 COMPILE_TARGETS = {"fixed": 2, "adapted": 3}  # XLA programs of a first bdl.sample call
 #: the programs of the checks after a run (a network's predictions per draw for the convergence
-#: check; U and (θ − c)·∇U at some draws for the run-away check), compiled once per model and
-#: counted apart from the run's own
-CHECK_PROGRAMS = ("function_values", "heat_and_energy")
+#: check; U, (θ − c)·∇U and some of ∇U at some draws for the run-away and bias checks), compiled
+#: once per model and counted apart from the run's own
+CHECK_PROGRAMS = ("function_values", "full_data_at")
 MODELS = ("digits", "wide")
 KERNELS = ("sgld", "sghmc")
 #: path name -> thinning (1: the burn-in path, every step but the last discarded)

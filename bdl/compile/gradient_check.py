@@ -187,7 +187,7 @@ def _run(probe: _Probe, rows: int, mode: str) -> tuple[Any, int]:
     lowered = probe.lower(rows, one_at_a_time, mode)
     # the program runs once: on a CPU, XLA's optimisations cost more time than they save
     options = {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
-    results = lowered.compile(options)(*probe.arguments(rows))
+    results = lowered.compile(options)(*probe.arguments())
     return jax.block_until_ready(results), rows
 
 
@@ -203,7 +203,10 @@ def _flops_per_row(probe: _Probe) -> float | None:
             return target.forward(position, x)
         return target.energy(position)
 
-    x = probe.target.x_train[:1] if isinstance(probe.target, CompiledModel) else None
+    x = None
+    if isinstance(probe.target, CompiledModel):  # one row's shape: lowering needs no values
+        rows = probe.target.x_train
+        x = jax.ShapeDtypeStruct((1, *rows.shape[1:]), rows.dtype)
     try:
         cost = jax.jit(forward).lower(arrays, probe.position, x).cost_analysis()
     except Exception:  # a backend without a cost model
@@ -232,33 +235,34 @@ class _Probe:
         self.target, self.position, self.noise = target, position, noise
         self.ks, self.ts, self.dtype = ks, ts, dtype
 
-    def arguments(self, rows: int) -> tuple[Any, ...]:
-        """The program's arguments: the target's arrays, the rows, the position, the noise and
-        the points (passed, not closed over: no data set is baked into the program)."""
+    def arguments(self) -> tuple[Any, ...]:
+        """The program's arguments: the target's arrays (its training rows among them), the
+        position, the noise and the points (passed, not closed over: no data set is baked into
+        the program)."""
         arrays, _ = eqx.partition(self.target, eqx.is_array)
         # device_put of host arrays in their final dtypes: jnp.asarray would compile a conversion
         points = (
             jax.device_put(np.asarray(self.ks, np.int32)),
             jax.device_put(np.asarray(self.ts, self.dtype)),
         )
-        return arrays, self._data(rows), self.position, self.noise, points
+        return arrays, self.position, self.noise, points
 
-    def _data(self, rows: int) -> Any:
-        target = self.target
-        if not isinstance(target, CompiledModel):
-            return None
+    def _data(self, target: CompiledModel, rows: int) -> Any:
+        """The first ``rows`` training rows, taken inside the program (sliced outside it, each
+        array would compile a slicing program of its own)."""
         y = target.y_train[:rows]
-        y = jnp.asarray(y, self.dtype) if jnp.issubdtype(y.dtype, jnp.floating) else y
+        y = y.astype(self.dtype) if jnp.issubdtype(y.dtype, jnp.floating) else y
         fields = {k: v[:rows] for k, v in target.fields_train.items()} or None
-        return jnp.asarray(target.x_train[:rows], self.dtype), y, fields
+        return target.x_train[:rows].astype(self.dtype), y, fields
 
     def lower(self, rows: int, one_at_a_time: bool, mode: str) -> Any:
         """The program lowered (traced, not compiled) for ``rows`` rows, its points vmapped or
         one at a time, its derivatives by ``mode``, ``"jvp"`` or ``"vjp"``."""
         _, static = eqx.partition(self.target, eqx.is_array)
 
-        def run(arrays: Any, data: Any, position: PyTree, noise: PyTree, points: Any) -> Any:
+        def run(arrays: Any, position: PyTree, noise: PyTree, points: Any) -> Any:
             target = eqx.combine(arrays, static)
+            data = self._data(target, rows) if isinstance(target, CompiledModel) else None
             leaves, treedef = jax.tree.flatten(position)
             draws = jax.tree.leaves(noise)
 
@@ -289,7 +293,7 @@ class _Probe:
 
             return jax.lax.map(at, points) if one_at_a_time else jax.vmap(at)(points)
 
-        return jax.jit(run).lower(*self.arguments(rows))
+        return jax.jit(run).lower(*self.arguments())
 
 
 def _directions(leaves: list[jax.Array], position: PyTree) -> PyTree:
@@ -297,7 +301,8 @@ def _directions(leaves: list[jax.Array], position: PyTree) -> PyTree:
     each leaf scaled to its RMS, or to the RMS of the whole position for a leaf that is (nearly)
     zero, or 1 when every parameter is zero. Drawn with NumPy from a fixed seed: the check is the
     same on every call, and the program compiles no random number generator."""
-    squares = [float(jnp.sum(jnp.square(a))) for a in leaves]
+    # on the host: each leaf's sum of squares would compile two programs
+    squares = [float(np.sum(np.square(np.asarray(a, np.float64)))) for a in leaves]
     sizes = [max(int(np.size(a)), 1) for a in leaves]
     overall = float(np.sqrt(sum(squares) / sum(sizes)))
     overall = overall if overall > 0 and np.isfinite(overall) else 1.0
@@ -307,7 +312,7 @@ def _directions(leaves: list[jax.Array], position: PyTree) -> PyTree:
         rms = float(np.sqrt(square / size))
         scale = rms if np.isfinite(rms) and rms > 1e-2 * overall else overall
         draw = rng.standard_normal((GLOBAL_DIRECTIONS, *np.shape(a)))
-        noise.append(jnp.asarray(scale * draw, a.dtype))
+        noise.append(jax.device_put(np.asarray(scale * draw, a.dtype)))
     return jax.tree.unflatten(jax.tree.structure(position), noise)
 
 

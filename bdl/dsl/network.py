@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bdl.utils.owner_jit import once_options
 from bdl.utils.rng import initialisation_draws
 
 PyTree = Any
@@ -162,16 +163,18 @@ def make_adapter(
                 "network's output must be a function of its parameters and input alone."
             )
 
-        @jax.jit
         def linen_init(k: jax.Array) -> PyTree:
             with initialisation_draws():
                 return network.init(k, example)["params"]
 
+        # the first initialisation runs once per compiled model: compiled as such
+        # (bdl.utils.owner_jit.once_options); the adapter's may be nested in other programs
+        first = jax.jit(linen_init, compiler_options=once_options())(key)
         return NetworkAdapter(
             flavour,
             batch(lambda p, x: network.apply({"params": p}, x)),
-            linen_init(key),
-            linen_init,
+            first,
+            jax.jit(linen_init),
             "leading",
         )
 

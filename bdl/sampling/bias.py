@@ -13,7 +13,7 @@ temperature is summed over every coordinate.
 **Cost.** The full-data gradients cost at most :data:`COST_SHARE` of the run's own gradient
 work (each full-data gradient counts n/B minibatch gradients), never fewer than
 :data:`MIN_GRADIENT_DRAWS` nor more than :data:`MAX_GRADIENT_DRAWS` per chain; they are computed
-:data:`CHUNK` draws per call of one compiled program (one per model). The statistics are NumPy
+by the program the run-away check shares (:mod:`bdl.sampling.full_data`). The statistics are NumPy
 on the host, linear in draws × coordinates. ``benchmarks/bias_check.py`` measures the whole.
 """
 
@@ -23,18 +23,16 @@ import warnings
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bdl.compile.target import Target
 from bdl.diagnostics.bias import Bias, assess_bias
 from bdl.diagnostics.stein import stein_estimates
+from bdl.sampling.full_data import at_draws
 from bdl.sampling.monitored import chosen_coordinates, coordinate_columns, default_space
 from bdl.sampling.samples import BiasWarning, Samples
-from bdl.utils.owner_jit import owner_jit
 
 __all__ = [
-    "CHUNK",
     "COST_SHARE",
     "MAX_COORDINATES",
     "MAX_GRADIENT_DRAWS",
@@ -59,8 +57,6 @@ MAX_COORDINATES = 1024
 MIN_COORDINATES = 16
 #: coordinates × draws read, at most (above MIN_COORDINATES): the statistics' host cost
 MAX_VALUES = 2**19
-#: draws per call of the gradient program
-CHUNK = 64
 
 
 def gradient_draws(target: Target, steps: int, draws: int) -> int:
@@ -166,61 +162,11 @@ def _gradients(
 ) -> tuple[np.ndarray, np.ndarray]:
     """At draw ``draws`` of every chain of ``positions``: ∇U's coordinates ``chosen``
     ``(chains, len(draws), len(chosen))`` and (θ − θ̄_c)·∇U over every coordinate
-    ``(chains, len(draws))``, θ̄_c the chain's mean (``centre``, one array per leaf), float64."""
-    leaves = jax.tree.leaves(positions)
-    treedef = jax.tree.structure(positions)
-    chains = np.shape(leaves[0])[0]
-    rows = [(c, i) for c in range(chains) for i in draws]
-    columns = jax.device_put(np.asarray(chosen, np.int32))  # a transfer that compiles nothing
-    grads, dots = [], []
-    # calls of CHUNK rows, or of the next power of two when there are fewer rows
-    call = min(CHUNK, 1 << (len(rows) - 1).bit_length())
-    for start in range(0, len(rows), call):
-        part = rows[start : start + call]
-        part = part + [part[-1]] * (call - len(part))
-        theta = [np.stack([np.asarray(a)[c, i] for c, i in part]) for a in leaves]
-        means = [
-            np.stack([m[c] for c, _ in part]).astype(a.dtype)
-            for m, a in zip(centre, theta, strict=True)
-        ]
-        g, dot = _chosen_gradients(
-            target,
-            jax.tree.unflatten(treedef, theta),
-            jax.tree.unflatten(treedef, means),
-            columns,
-        )
-        grads.append(np.asarray(g, np.float64))
-        dots.append(np.asarray(dot, np.float64))
+    ``(chains, len(draws))``, θ̄_c the chain's mean (``centre``, one array per leaf), float64
+    (the program the run-away check shares, :func:`bdl.sampling.full_data.at_draws`)."""
+    chains = np.shape(jax.tree.leaves(positions)[0])[0]
+    rows = [(c, int(i)) for c in range(chains) for i in draws]
+    centres = [[m[c] for m in centre] for c, _ in rows]
+    values = at_draws(target, positions, rows, centres, chosen)
     shape = (chains, len(draws))
-    grad = np.concatenate(grads)[: len(rows)].reshape(*shape, len(chosen))
-    return grad, np.concatenate(dots)[: len(rows)].reshape(shape)
-
-
-def chosen_gradients(
-    target: Target, theta: Any, centre: Any, columns: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-    """The full-data gradient ∇U at each of a stack of positions: its flattened coordinates
-    ``columns``, and (θ − c)·∇U over every coordinate (the bias check's one program, compiled
-    once per target and number of columns).
-
-    Args:
-        target: the compiled model or potential.
-        theta: positions with one leading axis.
-        centre: the centre c of each, with the same structure.
-        columns: indices into the flattened position (C order, leaf after leaf).
-
-    Returns:
-        ``(positions, len(columns))`` and ``(positions,)``.
-    """
-
-    def one(pair: tuple[Any, Any]) -> tuple[jax.Array, jax.Array]:
-        position, mean = pair
-        _, grad = target.energy_and_grad(position)
-        flat = jnp.concatenate([jnp.ravel(g) for g in jax.tree.leaves(grad)])
-        terms = jax.tree.map(lambda x, m, g: jnp.sum((x - m) * g), position, mean, grad)
-        return flat[columns], sum(jax.tree.leaves(terms))
-
-    return jax.lax.map(one, (theta, centre))
-
-
-_chosen_gradients = owner_jit(chosen_gradients)
+    return values.grad.reshape(*shape, len(chosen)), values.dot.reshape(shape)

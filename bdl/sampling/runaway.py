@@ -13,9 +13,8 @@ where it ended), the growth test all of them when there are at least
 **Cost.** Both tests need the full-data energy U and gradient ∇U at the tested draws: per chain
 at most :func:`heat_draws` draws, so that they cost at most :data:`COST_SHARE` of the run's own
 gradient work (each full-data gradient counts n/B minibatch gradients), and never fewer than
-:data:`MIN_HEAT_DRAWS` or more than :data:`MAX_HEAT_DRAWS`. They are computed :data:`CHUNK`
-draws per call of one compiled program (one per model; a run with fewer tested draws calls it
-with the next power of two of them).
+:data:`MIN_HEAT_DRAWS` or more than :data:`MAX_HEAT_DRAWS`. They are computed by the program the
+bias check shares (:mod:`bdl.sampling.full_data`), several draws per call.
 """
 
 from __future__ import annotations
@@ -25,16 +24,14 @@ import warnings
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bdl.compile.target import Target
 from bdl.diagnostics.runaway import MIN_DRAWS, growth, heat
+from bdl.sampling.full_data import at_draws
 from bdl.sampling.samples import RunawayWarning, Samples
-from bdl.utils.owner_jit import owner_jit
 
 __all__ = [
-    "CHUNK",
     "COST_SHARE",
     "MAX_HEAT_DRAWS",
     "MIN_HEAT_DRAWS",
@@ -49,8 +46,6 @@ COST_SHARE = 0.05
 MIN_HEAT_DRAWS = 16
 #: most draws per chain the heat test reads
 MAX_HEAT_DRAWS = 64
-#: draws per call of the gradient program
-CHUNK = 32
 #: the tests per chain the false-alarm rate is split over: growth, the heat's mean and minimum
 TESTS_PER_CHAIN = 3
 
@@ -147,9 +142,7 @@ def flag_runaway(samples: Samples, target: Target) -> Samples:
     if verdict is None:
         return samples
     flags, where, reasons = verdict
-    result = dataclasses.replace(
-        samples, runaway=flags, runaway_step=where, runaway_reason=reasons
-    )
+    result = dataclasses.replace(samples, runaway=flags, runaway_step=where, runaway_reason=reasons)
     if flags.any():
         warnings.warn(
             result.runaway_report() + " docs/troubleshooting.md says what to change.",
@@ -190,7 +183,8 @@ def _at_draws(
     target: Target, positions: Any, picks: dict[int, np.ndarray]
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per chain, at its picked draws: (θ_t − θ̄)·∇U(θ_t)/d (θ̄: the mean of the later half of
-    them) and U(θ_t), in float64, with the full-data energy and gradient."""
+    them) and U(θ_t), in float64, with the full-data energy and gradient (the program the bias
+    check shares, :func:`bdl.sampling.full_data.at_draws`)."""
     if not picks:
         return {}
     rows = [(c, int(i)) for c, idx in picks.items() for i in idx]
@@ -200,48 +194,10 @@ def _at_draws(
         c: [np.asarray(a)[c, idx[idx.size // 2 :]].mean(axis=0) for a in leaves]
         for c, idx in picks.items()
     }
-    treedef = jax.tree.structure(positions)
-    dots, energies = [], []
-    # calls of CHUNK rows, or of the next power of two when there are fewer rows: padding a
-    # chain's 16 draws to 32 would double the check's full-data gradients
-    call = min(CHUNK, 1 << (len(rows) - 1).bit_length())
-    for start in range(0, len(rows), call):
-        part = rows[start : start + call]
-        part = part + [part[-1]] * (call - len(part))
-        theta = [np.stack([np.asarray(a)[c, i] for c, i in part]) for a in leaves]
-        means = [np.stack([centre[c][k] for c, _ in part]) for k in range(len(leaves))]
-        dot, energy = _dots(target, jax.tree.unflatten(treedef, theta),
-                            jax.tree.unflatten(treedef, means))  # fmt: skip
-        dots.append(np.asarray(dot, np.float64))
-        energies.append(np.asarray(energy, np.float64))
-    dot = np.concatenate(dots)[: len(rows)] / size
-    energy = np.concatenate(energies)[: len(rows)]
+    values = at_draws(target, positions, rows, [centre[c] for c, _ in rows])
+    dot = values.dot / size
     result, at = {}, 0
     for c, idx in picks.items():
-        result[c] = (dot[at : at + idx.size], energy[at : at + idx.size])
+        result[c] = (dot[at : at + idx.size], values.energy[at : at + idx.size])
         at += idx.size
     return result
-
-
-def heat_and_energy(target: Target, theta: Any, centre: Any) -> jax.Array:
-    """(θ − c)·∇U(θ) and U(θ) at each of a stack of positions, full data (the run-away and
-    heat tests' one program, compiled once per target).
-
-    Args:
-        target: the compiled model or potential.
-        theta: positions with one leading axis.
-        centre: the centre c of each, with the same structure.
-
-    Returns:
-        ``(dots, energies)``, one of each per position.
-    """
-    def one(pair: tuple[Any, Any]) -> jax.Array:
-        position, mean = pair
-        energy, grad = target.energy_and_grad(position)
-        terms = jax.tree.map(lambda x, m, g: jnp.sum((x - m) * g), position, mean, grad)
-        return sum(jax.tree.leaves(terms)), energy
-
-    return jax.lax.map(one, (theta, centre))
-
-
-_dots = owner_jit(heat_and_energy)

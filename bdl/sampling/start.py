@@ -5,6 +5,10 @@ finite is refused before sampling, naming the rows of the data or the prior resp
 ``init="auto"``, a chain whose default start (a prior draw, say) is not finite starts from the
 declared parameters plus noise (``"perturbed"``) instead.
 
+The program runs once per run, so on a CPU it is compiled with fewer optimisations, which
+halves its compilation and computes the same values (:func:`bdl.utils.owner_jit.owner_jit`,
+``once=True``).
+
 ``jax.random.key(seed)`` is split into four keys: the starting positions, the kernel states, the
 minibatch streams and the per-chain run keys. Every chain's start and keys come from the seed
 alone, before the chains are split over processes and devices, so a chain's draws do not depend
@@ -61,9 +65,7 @@ def start_chains(
     return out, chain_keys
 
 
-def _finite_or_perturbed(
-    target: Target, positions: Any, key: jax.Array, num_chains: int
-) -> Any:
+def _finite_or_perturbed(target: Target, positions: Any, key: jax.Array, num_chains: int) -> Any:
     """``init="auto"``'s positions, with the ``"perturbed"`` start (the declared parameters plus
     a little noise) for every chain whose energy or gradient is not finite at its ``"auto"``
     draw: a prior draw can reach where the likelihood overflows (exp(x·w) of a Poisson
@@ -80,7 +82,7 @@ def _finite_or_perturbed(
     return jax.tree.map(pick, positions, fallback)
 
 
-@owner_jit
+@owner_jit(once=True)
 def _start(
     target: Target,
     kernel: Kernel,

@@ -15,7 +15,7 @@ The two ODE posteriors need the optional solver diffrax (``pip install 'bdl-sgmc
     (10, 1000, 2)
 
 ``scripts/posteriordb_suite.py`` runs NUTS and every adapting kernel on all nine and writes
-docs/posteriordb.md.
+[the posteriordb page](../posteriordb.md).
 """
 
 from bdl.validation.posteriordb.catalogue import Posterior, load, names

@@ -133,9 +133,7 @@ def _entries(x: Any) -> tuple[np.ndarray, tuple[int, ...]]:
     return np.ascontiguousarray(np.moveaxis(values.reshape(chains, draws, -1), -1, 0)), event
 
 
-def _per_entry(
-    values: np.ndarray, fn: Any, min_chains: int, rows: int | None = None
-) -> np.ndarray:
+def _per_entry(values: np.ndarray, fn: Any, min_chains: int, rows: int | None = None) -> np.ndarray:
     """``fn`` of the entries whose draws are all finite, NaN elsewhere and wherever there are
     fewer than ``min_chains`` chains or :data:`MIN_DRAWS` draws; ``rows`` values per entry
     (shape ``(rows, k)``) where ``fn`` returns several."""
@@ -249,35 +247,7 @@ def _ess(x: np.ndarray) -> np.ndarray:
         var_plus = var_plus + np.var(x.mean(axis=2), axis=1, ddof=1)
     acov = acov.mean(axis=1).T  # (n, k'): lag first, so that a lag is one contiguous row
     with np.errstate(divide="ignore", invalid="ignore"):
-        rho = np.zeros_like(acov)
-        rho[0] = 1.0
-        even = np.ones(acov.shape[1])
-        odd = 1.0 - (mean_var - acov[1]) / var_plus
-        rho[1] = odd
-        # Geyer's initial positive sequence: pairs of lags while their sum stays positive
-        t, stop = 1, np.ones(acov.shape[1], int)
-        active = (even + odd > 0) & (t < n - 3)
-        while t < n - 3 and active.any():
-            e = 1.0 - (mean_var - acov[t + 1]) / var_plus
-            o = 1.0 - (mean_var - acov[t + 2]) / var_plus
-            even, odd = np.where(active, e, even), np.where(active, o, odd)
-            take = active & (e + o >= 0)
-            rho[t + 1] = np.where(take, e, rho[t + 1])
-            rho[t + 2] = np.where(take, o, rho[t + 2])
-            t += 2
-            stop = np.where(active, t, stop)
-            active &= even + odd > 0
-        max_t = stop - 2
-        columns = np.arange(acov.shape[1])
-        rho[max_t + 1, columns] = np.where(even > 0, even, rho[max_t + 1, columns])
-        # Geyer's initial monotone sequence: no pair larger than the one before it
-        t = 1
-        while t <= max_t.max() - 2:
-            before = rho[t - 1] + rho[t]
-            lower = (t <= max_t - 2) & (rho[t + 1] + rho[t + 2] > before)
-            rho[t + 1] = np.where(lower, before / 2, rho[t + 1])
-            rho[t + 2] = np.where(lower, before / 2, rho[t + 2])
-            t += 2
+        rho, max_t = _geyer(acov, mean_var, var_plus, n)
         lags = np.arange(n)[:, None]
         tau = (
             -1.0
@@ -289,3 +259,38 @@ def _ess(x: np.ndarray) -> np.ndarray:
     ess[np.isnan(rho).any(axis=0)] = np.nan
     out[~constant] = ess
     return out
+
+
+def _geyer(
+    acov: np.ndarray, mean_var: np.ndarray, var_plus: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Geyer's truncated autocorrelations ``(n, k)`` of autocovariances ``acov`` ``(n, k)`` and the
+    last lag summed in full per entry: ArviZ's initial positive sequence (pairs of lags while
+    their sum stays positive) and initial monotone sequence (no pair larger than the one before
+    it), both loops of ArviZ's ``_ess`` done at once over lags: the same values bitwise."""
+    r = 1.0 - (mean_var - acov) / var_plus  # ρ̂ at every lag, as ArviZ computes it lag by lag
+    k = acov.shape[1]
+    rho = np.zeros_like(acov)
+    rho[0] = 1.0
+    rho[1] = r[1]
+    starts = np.arange(1, n - 3, 2)  # ArviZ's t: the pair (t + 1, t + 2) read at each step
+    pairs = r[starts + 1] + r[starts + 2]  # (steps, k)
+    # step j runs while every pair sum before it (the first: 1 + ρ̂₁) is positive
+    before = np.concatenate([(1.0 + r[1])[None], pairs])[: starts.size]
+    steps = np.cumprod(before > 0, axis=0).sum(axis=0)  # steps run per entry
+    take = (np.arange(1, starts.size + 1)[:, None] <= steps) & (pairs >= 0)
+    rho[starts + 1] = np.where(take, r[starts + 1], 0.0)
+    rho[starts + 2] = np.where(take, r[starts + 2], 0.0)
+    max_t = 2 * steps - 1
+    columns = np.arange(k)
+    even = np.where(steps > 0, r[2 * steps, columns], 1.0)
+    rho[max_t + 1, columns] = np.where(even > 0, even, rho[max_t + 1, columns])
+    # monotone: each pair at most the smallest before it (pairs 1 … steps − 1)
+    half = n // 2
+    sums = rho[0 : 2 * half : 2] + rho[1 : 2 * half : 2]
+    smallest = np.minimum.accumulate(sums, axis=0)
+    index = np.arange(half)[:, None]
+    lower = (index >= 1) & (index <= steps - 1) & (sums > smallest)
+    rho[0 : 2 * half : 2] = np.where(lower, smallest / 2, rho[0 : 2 * half : 2])
+    rho[1 : 2 * half : 2] = np.where(lower, smallest / 2, rho[1 : 2 * half : 2])
+    return rho, max_t

@@ -35,6 +35,10 @@ Space = Literal["parameter", "function"]
 SMALL_LEAF = 8
 #: draws per call of the function-space program
 CHUNK = 64
+#: rows (draws of every chain) per block of :func:`function_values_at_draws`: few, because a
+#: call that completes a few draws evaluates a whole block, and because a block of many rows runs
+#: slower per row, its activations outgrowing the caches (docs/benchmarks.md has the figures)
+DRAW_BLOCK = 4
 
 
 def default_space(target: Target) -> Space:
@@ -115,11 +119,11 @@ def function_values_at_draws(
     """:func:`function_values` of a chunk's buffers, positions ``(chain, row, ...)`` still on
     the device, as ``(chain, row, k)``: what the convergence check reads, computed while the run
     goes on, so that its draws need not come back to the device after it
-    (:class:`bdl.sampling.keep.Keep`). Only the blocks of :data:`CHUNK` rows that hold the
+    (:class:`bdl.sampling.keep.Keep`). Only the blocks of :data:`DRAW_BLOCK` rows that hold the
     first ``draws`` rows (traced: one program per buffer shape) are evaluated; the other rows
     are left at zero."""
     chains, rows = jax.tree.leaves(positions)[0].shape[:2]
-    block = min(CHUNK, rows)
+    block = min(DRAW_BLOCK, rows)
 
     def values(first: jax.Array) -> jax.Array:  # rows first … first + block − 1, every chain
         part = jax.tree.map(lambda a: jax.lax.dynamic_slice_in_dim(a, first, block, 1), positions)

@@ -16,24 +16,26 @@ outside.
 
 ``--job``: the README's example as a whole process, shortened: the digits data
 (``bdl.data.digits``), a Flax linen MLP 64→100→10, ``bdl.Categorical()``, prior
-``bdl.Normal(1.0)``, ``bdl.compile(..., batch_size=32)``, SGLD with a fixed step (h = 1e-5),
-4 chains from prior draws, ``--job-steps`` steps (default 200, burn-in half of them, thin 10),
+``bdl.Normal(1.0)``, ``bdl.compile(..., batch_size=32)``, SGLD with a fixed step (h = 1e-5), 4
+chains from prior draws, ``--job-steps`` steps (default 200, burn-in half of them, thin 10),
 then the test-set BMA and its accuracy. Against it, the same job written by hand (:data:`HAND`):
 the same data file read with NumPy (no scikit-learn import) and split at random, the same
 network, its log-density written out, ``blackjax.sgld``, prior draws and the chains' steps in
-one jitted ``vmap`` of a ``lax.scan`` (data passed as arguments, not baked in as constants),
-the network's parameter shapes from ``jax.eval_shape`` (nothing compiled for them; with
+one jitted ``vmap`` of a ``lax.scan`` (data passed as arguments, not baked in as constants), the
+network's parameter shapes from ``jax.eval_shape`` (nothing compiled for them; with
 ``--hand-init``, from ``net.init`` run eagerly, as Flax's examples write it), and a jitted BMA.
-Fresh processes alternate bdl and BlackJAX, ``--repeats`` of each, no persistent cache; it
-prints the median and range of the seconds from the process's start to the BMA's accuracy
-(the job), of the whole process with its exit, of process CPU time, and bdl ÷ BlackJAX. In the
-bdl process, ``jax.monitoring`` also records where the seconds went: each program's XLA
-compilation, tracing and lowering, and the times at which the imports, ``bdl.compile``,
-``bdl.sample`` and the BMA ended (medians over the repeats).
+Fresh processes alternate bdl and BlackJAX (and, with ``--before DIR``, the bdl job with the bdl
+package imported from DIR: a copy of the code before a change), ``--repeats`` of each, no
+persistent cache; it prints the median and range of the seconds from the process's start to the
+BMA's accuracy (the job), of the whole process with its exit, of process CPU time, and bdl ÷
+BlackJAX. In the bdl process, ``jax.monitoring`` also records where the seconds went: each
+program's XLA compilation, tracing and lowering, and the times at which the imports,
+``bdl.compile``, ``bdl.sample`` and the BMA ended, counted from the script's first line (medians
+over the repeats).
 
 Run: ``python benchmarks/first_call.py [--steps 1000] [--repeats 2]``, or ``python
-benchmarks/first_call.py --job [--repeats 5] [--hand-init]``. The targets are in docs/design.md,
-*Performance targets*.
+benchmarks/first_call.py --job [--repeats 5] [--hand-init] [--before DIR]``. The targets are in
+docs/design.md, *Performance targets*.
 """
 
 from __future__ import annotations
@@ -197,13 +199,16 @@ print(time.time())
 """
 
 
-def run_job(code: str) -> tuple[float, float, float, str]:
+def run_job(code: str, path: str | None = None) -> tuple[float, float, float, str]:
     """(seconds from the process's start to the end of the job, of the whole process with its
-    exit, CPU seconds of the whole process, the child's line before its last)."""
+    exit, CPU seconds of the whole process, the child's line before its last); ``path``: a
+    directory put first on the child's ``PYTHONPATH`` (another checkout's bdl)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start_clock = time.time()
     start = time.perf_counter()
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}  # no cache
+    if path is not None:
+        env["PYTHONPATH"] = os.pathsep.join([path, *filter(None, [env.get("PYTHONPATH")])])
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
@@ -218,9 +223,11 @@ def job(args: argparse.Namespace) -> int:
     """The README's kind of job, bdl against BlackJAX by hand (module docstring)."""
     steps, burn_in = args.job_steps, args.job_steps // 2
     codes = {
-        "bdl": JOB_BDL.format(steps=steps, burn_in=burn_in),
-        "BlackJAX": HAND.format(steps=steps, burn_in=burn_in, init=bool(args.hand_init)),
+        "bdl": (JOB_BDL.format(steps=steps, burn_in=burn_in), None),
+        "BlackJAX": (HAND.format(steps=steps, burn_in=burn_in, init=bool(args.hand_init)), None),
     }
+    if args.before:  # the same bdl job with the bdl package found first in that directory
+        codes["bdl before"] = (codes["bdl"][0], args.before)
     hand = "net.init run eagerly" if args.hand_init else "jax.eval_shape of net.init"
     print(f"# job: 4 chains of SGLD, {steps} steps (burn-in {burn_in}, thin 10), then the BMA;"
           f" by hand: parameter shapes from {hand}; {load_average()}", flush=True)  # fmt: skip
@@ -229,8 +236,8 @@ def job(args: argparse.Namespace) -> int:
     }
     profiles = []
     for _ in range(args.repeats):
-        for name, code in codes.items():
-            end, whole, cpu, line = run_job(code)
+        for name, (code, path) in codes.items():
+            end, whole, cpu, line = run_job(code, path)
             for key, value in (("job", end), ("whole", whole), ("cpu", cpu)):
                 times[name][key].append(value)
             if name == "bdl":
@@ -240,7 +247,7 @@ def job(args: argparse.Namespace) -> int:
             f"{key} {statistics.median(v):5.2f} s [{min(v):.2f}, {max(v):.2f}]"
             for key, v in got.items()
         )
-        print(f"{name:<9} {row}", flush=True)
+        print(f"{name:<10} {row}", flush=True)
     ratios = {
         key: statistics.median(times["bdl"][key]) / statistics.median(times["BlackJAX"][key])
         for key in ("job", "whole", "cpu")
@@ -248,6 +255,11 @@ def job(args: argparse.Namespace) -> int:
     print("bdl ÷ BlackJAX: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items())
           + f"  {'PASS' if ratios['job'] <= 1.0 else 'MISS'} (job ≤ 1.0); {load_average()}",
           flush=True)  # fmt: skip
+    if "bdl before" in times:
+        was = {k: statistics.median(times["bdl before"][k]) for k in ("job", "whole", "cpu")}
+        print("bdl before ÷ BlackJAX: " + ", ".join(
+            f"{k} {v / statistics.median(times['BlackJAX'][k]):.2f}" for k, v in was.items()
+        ), flush=True)  # fmt: skip
     _where(profiles)
     return 0
 
@@ -255,7 +267,7 @@ def job(args: argparse.Namespace) -> int:
 def _where(profiles: list[dict]) -> None:
     """Medians over the bdl processes of when each part ended and of each program's seconds."""
     marks = {k: statistics.median(p["marks"][k] for p in profiles) for k in profiles[0]["marks"]}
-    print("# bdl, ended at (s from the process's start): "
+    print("# bdl, ended at (s from the script's first line): "
           + ", ".join(f"{k} {v:.2f}" for k, v in marks.items()))  # fmt: skip
     keys = {k for p in profiles for k in p["seconds"]}
     seconds = {k: statistics.median(p["seconds"].get(k, 0.0) for p in profiles) for k in keys}
@@ -274,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--job", action="store_true", help="bdl against BlackJAX by hand")
     p.add_argument("--job-steps", type=int, default=200)
     p.add_argument("--hand-init", action="store_true", help="by hand: shapes from net.init")
+    p.add_argument("--before", help="also the bdl job with bdl imported from this directory")
     args = p.parse_args(argv)
     print(environment(), flush=True)
     if args.job:

@@ -7,7 +7,9 @@ Models (bdl's public API: ``bdl.Model``, ``bdl.Categorical()``, prior ``bdl.Norm
   ÷ 16; ``_common.digits_data``), batch size 32: d = 7,510;
 * ``wide``: a Flax linen MLP 784→1024→1024→10 (ReLU) on generated data (seed 0: inputs N(0, 1)
   float32 of shape (n, 784), n = ``--wide-n`` = 8,192, labels uniform in 0..9), batch size 128:
-  d = 1,863,690.
+  d = 1,863,690;
+* ``mlp256``: a Flax linen MLP 784→256→256→10 (ReLU) on the same generated data, batch size
+  128: d = 269,322.
 
 Candidates, each called as its user would call it:
 
@@ -40,9 +42,10 @@ With 8 chains the optax and BlackJAX scans run their chains under ``jax.vmap`` (
 ``compiled.init_positions``); ``bdl.sample`` runs its own. Paths of ``bdl.sample``:
 
 * ``burn-in``: every step but the last is burn-in (``burn_in = N − 1, thin = 1``): one draw kept;
-* ``thin 100``, ``thin 1000``: ``burn_in = 0``, every 100th / 1000th state kept. bdl stops at the
-  last kept draw, so these paths run N rounded to a multiple of the thinning (at least one
-  thinning apart: ``wide`` on a CPU runs 1,000 and 2,000 steps on ``thin 1000``).
+* ``thin 10``, ``thin 100``, ``thin 1000``: ``burn_in = 0``, every 10th / 100th / 1000th state
+  kept. bdl stops at the last kept draw, so these paths run N rounded to a multiple of the
+  thinning (at least one thinning apart: ``wide`` on a CPU runs 1,000 and 2,000 steps on
+  ``thin 1000``).
 
 A per-step figure is (t(N_long) − t(N_short)) / (N_long − N_short): every call's fixed cost
 cancels. Each t is the median of one call per round in interleaved rounds
@@ -55,25 +58,29 @@ median long calls themselves, where both run the same number of steps (bdl's fix
 counted against it: conservative, and steadier than a difference); ``best`` the per-step ratio
 from each candidate's fastest long and short calls (min t(long) − min t(short)), the estimate
 to read where other tenants only ever add time to a call (the verdict stays on the medians).
-Defaults: N_long / N_short = 10,000 / 2,000 (``wide`` on a CPU: 1,200 / 400); ``--long`` /
-``--short`` set both models'.
+Defaults: N_long / N_short = 10,000 / 2,000 (on a CPU ``wide`` 1,200 / 400, ``mlp256``
+2,000 / 400); ``--long`` / ``--short`` set every model's.
 
 It prints the environment, a rough estimate of the run's length, then one row per cell (model ×
 chains × kernel × path): µs per step of optax, BlackJAX and ``bdl.sample``, bdl ÷ BlackJAX
 [range over the rounds], ``cpu``, ``best``, ``whole``, bdl ÷ optax, the number of XLA programs
 the cell's first long and first short ``bdl.sample`` calls compiled, and PASS/MISS against the
 target bdl ÷ BlackJAX ≤ 1.05.
-Per model and chain count, for the paths that keep draws: what keeping a draw costs,
-(bdl per step on the thin path − on the burn-in path) × thin, against the time to copy one draw
-of all chains' θ (C × d float32) off the device (``jax.device_get`` of a fresh device array,
-median of several); the target is "keeping a draw costs no more than copying it". The
-difference also holds the checks every run ends with wherever they read more draws on the long
-path than on the short: the run-away check computes a full-data energy and gradient (n/B
-minibatch gradients each) at up to 16 kept draws per chain (none below 4), so paths that keep
-fewer than 16 draws on the short call (``wide`` on a CPU: 12 against 4 on thin 100; thin 1000
-everywhere: 10 against 2) charge those gradients to the kept draws. ``--long`` / ``--short``
-with at least 16 draws on both (e.g. ``--long 3200 --short 1600`` for ``wide`` on thin 100)
-leave the loop's own cost.
+Per model, chain count and kernel, for the paths that keep draws: bdl's per-step time on the path ÷
+on the burn-in path, in this process (target ≤ 1.03: keeping draws costs what burn-in costs per
+step, plus the copy of each kept draw), from the median calls, in process CPU time, from the
+fastest calls, and without the checks every run ends with (the run-away, convergence and bias
+checks, whose host statistics grow with the draws they read: their seconds, measured around
+``bdl.sampling.sample``'s calls of them, are subtracted from each call). Then what keeping a draw
+costs, (bdl per step on the thin path − on the burn-in path) × thin, against the time to copy one
+draw of all chains' θ (C × d float32) off the device (``jax.device_get`` of a fresh device array,
+median of several); the target is "keeping a draw costs no more than copying it". The difference
+also holds the checks every run ends with wherever they read more draws on the long path than on
+the short: the run-away check computes a full-data energy and gradient (n/B minibatch gradients
+each) at up to 16 kept draws per chain (none below 4), so paths that keep fewer than 16 draws on
+the short call (``wide`` on a CPU: 12 against 4 on thin 100; thin 1000 everywhere: 10 against 2)
+charge those gradients to the kept draws. ``--long`` / ``--short`` with at least 16 draws on both
+(e.g. ``--long 3200 --short 1600`` for ``wide`` on thin 100) leave the loop's own cost.
 
 Compilations (``jax.monitoring``, ``_common.CompileCounter``: XLA backend compilations) of one
 ``bdl.sample`` call in a fresh process (a subprocess, no persistent cache), on digits, 4 chains,
@@ -85,7 +92,7 @@ and bias checks share (``full_data_at``: U, (θ − c)·∇U and some of ∇U at
 network, the convergence check's (``function_values``: its predictions on held-out inputs, per
 draw).
 
-    python benchmarks/peers.py [--models digits,wide] [--paths burn-in,thin100,thin1000]
+    python benchmarks/peers.py [--models digits,wide,mlp256] [--paths burn-in,thin10,...]
         [--chains 1,8] [--kernels sgld,sghmc] [--skip wide:8] [--long N] [--short N]
         [--repeats 5] [--lr 0.05] [--blackjax-grad bdl|estimator] [--quiet-bdl]
         [--no-compile-check | --compile-check-only] [--dry-run] [--json PATH]
@@ -98,6 +105,7 @@ is an upper bound on an accelerator, where chains share the device.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -142,11 +150,13 @@ COMPILE_TARGETS = {"fixed": 2, "adapted": 3}  # XLA programs of a first bdl.samp
 #: check; U, (θ − c)·∇U and some of ∇U at some draws for the run-away and bias checks), compiled
 #: once per model and counted apart from the run's own
 CHECK_PROGRAMS = ("function_values", "full_data_at")
-MODELS = ("digits", "wide")
+MODELS = ("digits", "wide", "mlp256")
 KERNELS = ("sgld", "sghmc")
 #: path name -> thinning (1: the burn-in path, every step but the last discarded)
-PATHS = {"burn-in": 1, "thin 100": 100, "thin 1000": 1000}
-CPU_STEPS = {"digits": (10_000, 2_000), "wide": (1_200, 400)}  # (long, short)
+PATHS = {"burn-in": 1, "thin 10": 10, "thin 100": 100, "thin 1000": 1000}
+CPU_STEPS = {"digits": (10_000, 2_000), "wide": (1_200, 400), "mlp256": (2_000, 400)}
+#: the kept paths' target: bdl per step on a thin path ÷ on the burn-in path, same process
+KEPT_TARGET = 1.03
 ACCELERATOR_STEPS = (10_000, 2_000)
 COPY_REPEATS = 9
 #: the fresh-process compile check's run (on digits)
@@ -172,11 +182,12 @@ def build_model(name: str, wide_n: int = 8192) -> Any:
     """The compiled ``digits`` or ``wide`` model (module docstring)."""
     if name == "digits":
         data, hidden, batch_size = digits_data(), (100,), 32
-    elif name == "wide":
+    elif name in ("wide", "mlp256"):
         rng = np.random.default_rng(0)
         x = rng.standard_normal((wide_n, 784), dtype=np.float32)
         y = rng.integers(0, 10, size=wide_n).astype(np.int32)
-        data, hidden, batch_size = (x, y), (1024, 1024), 128
+        width = 1024 if name == "wide" else 256
+        data, hidden, batch_size = (x, y), (width, width), 128
     else:
         raise ValueError(f"unknown model {name!r}; one of {', '.join(MODELS)}")
     model = bdl.Model(network=MLP(hidden), likelihood=bdl.Categorical(), prior=bdl.Normal(1.0))
@@ -277,14 +288,48 @@ def jitted(chain: Chain, num_chains: int) -> Callable[..., PyTree]:
     return jax.jit(run, static_argnames="num_steps")
 
 
+class CheckClock:
+    """Wall seconds spent in the checks every ``bdl.sample`` call ends with (the run-away check,
+    ``flag_runaway``; the convergence and bias checks, ``checked``), summed while installed:
+    what a per-step figure without them subtracts."""
+
+    seconds = 0.0
+
+    @classmethod
+    def install(cls) -> None:
+        module = importlib.import_module("bdl.sampling.sample")
+        for name in ("flag_runaway", "checked"):
+            original = getattr(module, name)
+            if getattr(original, "clocked", False):
+                continue
+
+            def clocked(*args: Any, _original: Callable = original, **kwargs: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    cls.seconds += time.perf_counter() - start
+
+            clocked.clocked = True  # type: ignore[attr-defined]
+            setattr(module, name, clocked)
+
+
 def bdl_call(
-    compiled: Any, kernel: Any, num_chains: int, num_steps: int, thin: int, quiet: bool
+    compiled: Any,
+    kernel: Any,
+    num_chains: int,
+    num_steps: int,
+    thin: int,
+    quiet: bool,
+    checks: list[float] | None = None,
 ) -> Callable[[], PyTree]:
-    """A ``bdl.sample`` call as a user writes it; ``thin == 1``: the burn-in path."""
+    """A ``bdl.sample`` call as a user writes it; ``thin == 1``: the burn-in path. With
+    ``checks``, each call appends the seconds its checks took (:class:`CheckClock`)."""
     burn_in = num_steps - 1 if thin == 1 else 0
     extra = {"progress": False} if quiet else {}
 
     def call() -> PyTree:
+        before = CheckClock.seconds
         samples = bdl.sample(
             compiled,
             kernel,
@@ -295,6 +340,8 @@ def bdl_call(
             seed=0,
             **extra,
         )
+        if checks is not None:
+            checks.append(CheckClock.seconds - before)
         return samples.positions
 
     return call
@@ -432,17 +479,22 @@ def time_group(
     """Every kernel and path of one model and chain count, timed in the same interleaved
     rounds; returns the cells and the keep-a-draw comparisons."""
     counter = NamedCompileCounter.install()
+    CheckClock.install()
     long, short = steps
     kernels = {k: bdl.kernels.get(k, step_size=H) for k in args.kernels}
     fns: dict[str, Callable[[], Any]] = {}
     compiles: dict[str, tuple[int, list[str]]] = {}
+    checks: dict[str, list[float]] = {}
     # bdl.sample first: its first calls' compilations are not helped by the peers'
     for k, kernel in kernels.items():
         for path in args.paths:
             thin = PATHS[path]
             for tag, n in zip("LS", path_steps(thin, long, short), strict=True):
                 name = f"bdl {k} {path} {tag}"
-                fns[name] = bdl_call(compiled, kernel, num_chains, n, thin, args.quiet_bdl)
+                checks[name] = []
+                fns[name] = bdl_call(
+                    compiled, kernel, num_chains, n, thin, args.quiet_bdl, checks[name]
+                )
                 before, names_before = counter.count, len(counter.names)
                 jax.block_until_ready(fns[name]())
                 compiles[name] = (counter.count - before, counter.names[names_before:])
@@ -459,6 +511,10 @@ def time_group(
             fns[f"{label} {tag}"] = _bind(run, compiled, start, key, n)
             jax.block_until_ready(fns[f"{label} {tag}"]())  # compiles
     wall, cpu = time_interleaved(fns, args.repeats)
+    # the calls without the checks they end with (the first call of each, which compiled, apart)
+    unchecked = {
+        name: [w - c for w, c in zip(wall[name], checks[name][1:], strict=True)] for name in checks
+    }
     cells, keeps = [], []
     copy = copy_seconds(num_chains, compiled.dim) if "burn-in" in args.paths else math.nan
     optax_ps = per_step(wall, "optax", steps)
@@ -492,18 +548,31 @@ def time_group(
             print_row(cell)
         if "burn-in" not in by_path:
             continue
+        burn = by_path["burn-in"]
+        loop_burn = step_time(unchecked, f"bdl {k} burn-in", burn.steps)
         for path, cell in by_path.items():
             if cell.thin == 1:
                 continue
-            pairs = zip(cell.bdl, by_path["burn-in"].bdl, strict=True)
+            pairs = zip(cell.bdl, burn.bdl, strict=True)
             costs = [(a - b) * cell.thin for a, b in pairs]
-            keep = (cell.medians["bdl"] - by_path["burn-in"].medians["bdl"]) * cell.thin
+            keep = (cell.medians["bdl"] - burn.medians["bdl"]) * cell.thin
+            name = f"bdl {k} {path}"
+            loop = step_time(unchecked, name, cell.steps)
+            kept = cell.medians["bdl"] / burn.medians["bdl"]
             keeps.append(
                 {
                     "model": model, "chains": num_chains, "kernel": k, "path": path,
                     "thin": cell.thin, "keep_seconds": keep,
                     "keep_rounds": costs, "copy_seconds": copy,
                     "verdict": "PASS" if keep <= copy else "MISS",
+                    "kept_ratio": kept,
+                    "kept_ratio_cpu": cell.cpu_medians["bdl"] / burn.cpu_medians["bdl"],
+                    "kept_ratio_best": cell.fastest["bdl"] / burn.fastest["bdl"],
+                    "kept_ratio_unchecked": loop / loop_burn,
+                    "checks_seconds": {
+                        t: statistics.median(checks[f"{name} {t}"][1:]) for t in "LS"
+                    },
+                    "kept_verdict": "PASS" if kept <= KEPT_TARGET else "MISS",
                 }
             )  # fmt: skip
     return cells, keeps
@@ -539,6 +608,21 @@ def print_row(cell: Cell) -> None:
 def print_keeps(keeps: list[dict[str, Any]]) -> None:
     if not keeps:
         return
+    print(
+        "# kept ÷ burn-in: bdl per step on the thin path ÷ on the burn-in path, this process "
+        "(median calls; cpu: process CPU time; best: the fastest calls; without checks: the "
+        "checks after each run subtracted, their median seconds on the long/short call)"
+    )
+    for k in keeps:
+        check = k["checks_seconds"]
+        print(
+            f"kept   {k['model']:<7}{k['chains']:>2} {k['kernel']:<6} {k['path']:<10} "
+            f"{k['kept_ratio']:.3f} (cpu {k['kept_ratio_cpu']:.3f}, best "
+            f"{k['kept_ratio_best']:.3f}); without checks {k['kept_ratio_unchecked']:.3f} "
+            f"(checks {check['L'] * 1e3:.0f}/{check['S'] * 1e3:.0f} ms)  "
+            f"{k['kept_verdict']} (≤ {KEPT_TARGET})",
+            flush=True,
+        )
     print("# keeping a draw: (bdl µs/step on the thin path − on burn-in) × thin, against "
           "jax.device_get of one draw of all chains' θ (C × d float32)")  # fmt: skip
     for k in keeps:
@@ -657,8 +741,8 @@ def compile_check() -> dict[str, Any]:
 # ---------------------------------------------------------------------------- main
 def arguments(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default=",".join(MODELS), help="comma-separated: digits, wide")
-    p.add_argument("--paths", default="burn-in,thin100,thin1000", help="burn-in,thin100,thin1000")
+    p.add_argument("--models", default="digits,wide", help="comma-separated: digits, wide, mlp256")
+    p.add_argument("--paths", default=",".join(PATHS), help="burn-in, thin10, thin100, thin1000")
     p.add_argument("--chains", default="1,8", help="comma-separated chain counts")
     p.add_argument("--kernels", default=",".join(KERNELS), help="sgld, sghmc")
     p.add_argument(

@@ -30,7 +30,7 @@ from _common import digits_mlp, environment, recorded_calls, while_loops
 from step_overhead import make_scans
 
 import bdl
-from bdl.sampling import program
+from bdl.sampling.run import program
 
 KERNELS = {
     "sghmc": {"step_size": 1e-3, "friction": 1.0},

@@ -31,7 +31,7 @@ from _common import digits_mlp, environment
 
 import bdl
 from bdl.sampling import FixedChunks, LoopOptions
-from bdl.sampling.loop_options import default_block
+from bdl.sampling.run.loop_options import default_block
 
 #: (num_steps, burn_in, thin, num_chains) of the runs compared
 RUNS = ((8, 0, 2, 2), (40, 0, 4, 2), (200, 0, 10, 2), (700, 300, 10, 4))

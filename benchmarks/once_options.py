@@ -35,7 +35,8 @@ from _common import environment, load_average
 
 import bdl
 from bdl.model_files import load_spec, model_names
-from bdl.sampling import full_data, start
+from bdl.sampling.run import start
+from bdl.sampling.verdict import full_data
 from bdl.utils.owner_jit import ONCE_OPTIONS
 
 

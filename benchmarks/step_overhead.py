@@ -57,8 +57,9 @@ from _common import (
 )
 
 import bdl
-from bdl.sampling import LoopOptions, program
-from bdl.sampling.loop_options import default_block
+from bdl.sampling import LoopOptions
+from bdl.sampling.run import program
+from bdl.sampling.run.loop_options import default_block
 from bdl.utils.convolutions import canonical_convolutions
 
 TARGET_RATIO = 1.05

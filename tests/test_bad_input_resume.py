@@ -15,7 +15,7 @@ import pytest
 
 import bdl
 from bdl.cli.main import main
-from bdl.sampling import checkpoint as checkpoint_io
+from bdl.sampling.checkpoints import state as checkpoint_io
 
 RUN = dict(num_steps=120, burn_in=20, thin=4, num_chains=2, seed=1, progress=False)
 
@@ -317,7 +317,7 @@ def test_cli_resume_of_a_directory_in_use_exits_2_naming_the_holder(tmp_path, ca
     started = main([*run, "--steps", "60", "--burn-in", "20", "--checkpoint", str(directory)])
     assert started in (0, 4)  # 4: a run this short has not converged, and says so
     holder = (
-        "import sys, time\nfrom bdl.sampling import checkpoint_lock\n"
+        "import sys, time\nfrom bdl.sampling.checkpoints import lock as checkpoint_lock\n"
         "checkpoint_lock.acquire(sys.argv[1])\nprint('held', flush=True)\ntime.sleep(600)\n"
     )
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}

@@ -11,7 +11,7 @@ import pytest
 from test_storage import tiny_samples
 
 import bdl
-from bdl.sampling.storage import SamplesFileError, check_output_path
+from bdl.sampling.kept.writing import SamplesFileError, check_output_path
 
 
 def _saved(tmp_path, suffix):

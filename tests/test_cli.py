@@ -60,7 +60,7 @@ def test_ctrl_c_during_burn_in_says_there_are_no_draws(monkeypatch, capsys, tmp_
 
 def test_ctrl_c_in_the_real_loop_during_burn_in(monkeypatch, capsys):
     """The first compiled chunk raises KeyboardInterrupt, as Ctrl-C there would."""
-    import bdl.sampling.program as program
+    import bdl.sampling.run.program as program
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

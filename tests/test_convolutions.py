@@ -143,7 +143,7 @@ def test_convolutional_chains_in_turn_give_the_draws_of_chains_under_vmap() -> N
     """On the CPU a CNN's chains run one after another (``lax.map``) by default; their draws
     equal those of the same chains under ``vmap`` (same seed), up to float reassociation."""
     from bdl.sampling import LoopOptions
-    from bdl.sampling.loop_options import resolve
+    from bdl.sampling.run.loop_options import resolve
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(64, 12)).astype(np.float32)

@@ -214,3 +214,37 @@ def test_no_module_over_the_line_limit():
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert not over, f"modules over {MAX_LINES} lines (split them by concept): {over}"
+
+
+#: the rooms of bdl/sampling/ and the modules beside them (docs/architecture.md, "Sampling")
+SAMPLING_ROOMS = frozenset({"run", "warmup", "kept", "checkpoints", "verdict"})
+SAMPLING_TOP = frozenset({"__init__", "sample", "samples"})
+#: module names that two packages share for the same thing seen from two layers: the abstract
+#: base of a package's objects, and a summary or temperature section computed in one package and
+#: printed in another
+SHARED_NAMES = frozenset({"__init__", "base", "summary", "temperatures"})
+
+
+def test_the_sampling_package_is_in_rooms():
+    root = ROOT / "sampling"
+    top = {p.stem for p in root.glob("*.py")}
+    rooms = {p.name for p in root.iterdir() if (p / "__init__.py").is_file()}
+    assert top == SAMPLING_TOP, f"modules beside the rooms: {sorted(top - SAMPLING_TOP)}"
+    assert rooms == SAMPLING_ROOMS, f"rooms: {sorted(rooms)}"
+    text = DOC.read_text()
+    for room in sorted(rooms):
+        assert f"`{room}/`" in text, f"docs/architecture.md does not describe bdl/sampling/{room}/"
+        for module in sorted((root / room).glob("*.py")):
+            if module.stem != "__init__":
+                assert f"`{module.name}`" in text, (
+                    f"docs/architecture.md does not name bdl/sampling/{room}/{module.name}"
+                )
+
+
+def test_no_module_name_is_repeated_across_packages():
+    owners: dict[str, list[str]] = {}
+    for name, path in modules().items():
+        if path.name != "__init__.py":
+            owners.setdefault(path.stem, []).append(name)
+    repeated = {k: v for k, v in owners.items() if len(v) > 1 and k not in SHARED_NAMES}
+    assert not repeated, f"module names used twice: {repeated}"

@@ -24,7 +24,7 @@ from bdl.kernels.recipe_kernel import RecipeState
 from bdl.meta import nnsghmc_loss
 from bdl.meta import nnsghmc_training as nt
 from bdl.meta.config import load_config, parse_config
-from bdl.meta.stein import median_bandwidth, rbf_kernel, stein_score
+from bdl.meta.score_estimator import median_bandwidth, rbf_kernel, stein_score
 
 #: the smallest configuration that exercises every part of an iteration
 TINY = {

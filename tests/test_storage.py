@@ -16,8 +16,8 @@ import pytest
 from flax import nnx
 
 import bdl
-from bdl.sampling import storage
-from bdl.sampling.names import join_name, split_name
+from bdl.sampling.kept import writing as storage
+from bdl.sampling.kept.names import join_name, split_name
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(16, 3)).astype(np.float32)

@@ -154,11 +154,11 @@ def run(args: argparse.Namespace) -> int:
         ConvergenceWarning,
         DivergenceWarning,
         check_output_path,
-        checkpoint_lock,
         sample,
     )
-    from bdl.sampling import checkpoint as checkpoint_io
-    from bdl.sampling import stream as stream_io
+    from bdl.sampling.checkpoints import lock as checkpoint_lock
+    from bdl.sampling.checkpoints import state as checkpoint_io
+    from bdl.sampling.kept import stream as stream_io
 
     processes = start_processes(args)
     if processes is not None and args.out is not None:
@@ -367,7 +367,7 @@ def device_mesh(args: argparse.Namespace) -> Any:
 def own_directory(directory: Path) -> Path:
     """The checkpoint directory of this process (``process-I`` inside ``directory`` in a
     multi-process run), which ``bdl.sample`` locks."""
-    from bdl.sampling.checkpointing import own
+    from bdl.sampling.checkpoints.policy import own
 
     return own(Path(directory))
 

@@ -3,8 +3,8 @@
 Vehtari, Gelman, Simpson, Carpenter & Bürkner (2021) recommend trusting MCMC estimates only when
 the rank-normalised split R̂ is below 1.01 and the bulk and tail ESS are at least 100 per chain
 (400 for four chains). bdl applies exactly that to the quantities a run monitors (chosen by
-:mod:`bdl.sampling.convergence`: a model's sampled coordinates, or a network's predictions on
-held-out inputs):
+:mod:`bdl.sampling.verdict.convergence_check`: a model's sampled coordinates, or a network's
+predictions on held-out inputs):
 
 * **R̂:** max over the quantities of max(bulk R̂, tail R̂) < :data:`RHAT_MAX` (1.01). With a
   single chain R̂ compares the chain's two halves (Stan's split R̂): it still catches a chain
@@ -72,7 +72,7 @@ class Convergence:
         bias: the bias check of the draws (:class:`bdl.diagnostics.bias.Bias`), or ``None`` when
             it did not run (no target to take gradients of, a verdict made before it existed).
         saturated: a classifier's held-out points left out because their probability of the
-            label hardly moves (:data:`bdl.sampling.monitored.SATURATED`).
+            label hardly moves (:data:`bdl.sampling.verdict.monitored.SATURATED`).
         stability: a classifier's BMA, first half of the draws against the second
             (:class:`bdl.diagnostics.stability.Stability`); reported, not a criterion.
     """
@@ -110,9 +110,7 @@ class Convergence:
 
     def with_bias(self, bias: Bias | None) -> Convergence:
         """This verdict with its bias part set (and :attr:`ok` updated)."""
-        return dataclasses.replace(
-            self, bias=bias, ok=self.mixing_ok and (bias is None or bias.ok)
-        )
+        return dataclasses.replace(self, bias=bias, ok=self.mixing_ok and (bias is None or bias.ok))
 
     @property
     def min_ess(self) -> float:

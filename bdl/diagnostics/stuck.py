@@ -13,7 +13,7 @@ rules, each with its threshold:
   below half an ulp. No posterior a float32 chain can represent is that narrow, so the rule
   needs no comparison and applies to one chain as to many. A chain frozen because it went far
   out (pSGLD's at |θ| ≈ 10⁷, where its update of about h per coordinate is below half an ulp)
-  is diverged first (:mod:`bdl.sampling.divergence`: its energy is beyond any π_T reaches),
+  is diverged first (:mod:`bdl.sampling.run.failures`: its energy is beyond any π_T reaches),
   and the convergence check reads only the chains that never diverged.
 * **Pinned, next to chains that move.** With two chains or more, chain c's sd of a coordinate
   is below 1/:data:`SPREAD_RATIO` of the median sd of the other chains. A chain that samples

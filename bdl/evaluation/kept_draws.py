@@ -12,9 +12,9 @@ from typing import Any
 from bdl.evaluation.curve import BMAEvaluation
 from bdl.evaluation.running import RunningBMA
 from bdl.evaluation.scoring import READ_CHUNK, score_parts
-from bdl.sampling.loading import load_samples
+from bdl.sampling.kept.loading import load_samples
+from bdl.sampling.kept.stream import iter_parts, load_run
 from bdl.sampling.samples import Samples
-from bdl.sampling.stream import iter_parts, load_run
 
 __all__ = ["READ_CHUNK", "bma_curve"]
 

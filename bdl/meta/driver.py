@@ -39,7 +39,7 @@ import jax
 import numpy as np
 
 from bdl.kernels.elementwise_mlp import MetaParams, save_meta_params
-from bdl.sampling.progress import Progress
+from bdl.sampling.run.progress import Progress
 from bdl.utils.figures import pyplot, save_figure
 
 PyTree = Any

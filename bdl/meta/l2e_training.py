@@ -57,7 +57,7 @@ from bdl.meta.config import parse_config
 from bdl.meta.driver import TrainingRun
 from bdl.meta.l2e_config import L2EConfig
 from bdl.meta.tasks import Task, TaskDistribution
-from bdl.sampling.chain import run_chain
+from bdl.sampling.run.chain import run_chain
 
 PyTree = Any
 
@@ -99,7 +99,7 @@ def inner_loop_loss(
     thin: int,
 ) -> jax.Array:
     """Kim et al. (2024), Alg. 2: run ``kernel`` on ``model`` from a fresh network
-    initialisation for ``num_steps`` steps (:func:`bdl.sampling.chain.run_chain`), keep every
+    initialisation for ``num_steps`` steps (:func:`bdl.sampling.run.chain.run_chain`), keep every
     ``thin``-th state after
     ``burn_in``, and return the BMA meta-loss (Eq. 7) of the kept states on the model's
     held-out split (``x_test``, ``y_test``)."""

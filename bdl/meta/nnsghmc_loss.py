@@ -15,8 +15,8 @@ from bdl.kernels.nnsghmc_inputs import IDENTITY, InputStatistics, raw_features
 from bdl.kernels.recipe import Context
 from bdl.kernels.recipe_kernel import RecipeKernel, RecipeState
 from bdl.meta.nnsghmc_config import NNSGHMCConfig, kernel_hyper
-from bdl.meta.stein import stein_score
-from bdl.sampling.chain import run_chain
+from bdl.meta.score_estimator import stein_score
+from bdl.sampling.run.chain import run_chain
 
 
 class Tasks(NamedTuple):
@@ -74,7 +74,7 @@ def unroll(
     remat: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Run K chains of ``kernel`` (the library's own step) for ``window × num_windows`` steps,
-    differentiably, with :func:`bdl.sampling.chain.run_chain`.
+    differentiably, with :func:`bdl.sampling.run.chain.run_chain`.
 
     ``theta``, ``r``, ``mean`` and ``var`` are (K, d): chain k targets N(mean_k, diag(var_k))
     with N(0, grad_noise²·I) added to every gradient. Returns ``(thetas, theta_last, r_last)``

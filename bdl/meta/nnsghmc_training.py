@@ -17,8 +17,8 @@ accumulated over the distributions q that K parallel chains produce.
 
 **Gradients.** log q is intractable; its φ-gradient is ∇_φ log q(θ) = (∂θ/∂φ)ᵀ ∇_θ log q(θ)
 (Sec. 3.3; the score-function part has zero expectation), and ∇_θ log q is estimated by the Stein
-gradient estimator on the samples that define q (:func:`bdl.meta.stein.stein_score`, Li & Turner
-2018; App. C, Eq. 25). The differentiated objective is therefore the surrogate
+gradient estimator on the samples that define q (:func:`bdl.meta.score_estimator.stein_score`, Li &
+Turner 2018; App. C, Eq. 25). The differentiated objective is therefore the surrogate
 
     mean_k [U(θ_k) + sg(Ĝ_k)·θ_k],    sg = stop_gradient,
 

@@ -13,7 +13,7 @@ import numpy as np
 from bdl.evaluation.running import RunningBMA
 from bdl.evaluation.scoring import score_parts
 from bdl.report.page import figure, image, note, paragraph, table
-from bdl.sampling.monitored import function_quantities, parameter_quantities
+from bdl.sampling.verdict.monitored import function_quantities, parameter_quantities
 
 #: marginals shown, at most: those where the kernel and NUTS differ most
 MARGINALS = 6

@@ -1,9 +1,10 @@
 """The quantities a report plots, and their per-chain traces and rank plots.
 
-What is monitored is what the convergence check monitors (:mod:`bdl.sampling.convergence`): a
-network's predictions on held-out inputs (:func:`bdl.sampling.monitored.verdict_quantities`),
-any other model's sampled coordinates. Of those, the report plots the few with the largest R̂,
-so that a report of a network stays small and fast.
+What is monitored is what the convergence check monitors
+(:mod:`bdl.sampling.verdict.convergence_check`): a network's predictions on held-out inputs
+(:func:`bdl.sampling.verdict.monitored.verdict_quantities`), any other model's sampled coordinates.
+Of those, the report plots the few with the largest R̂, so that a report of a network stays small
+and fast.
 
 The traces and the per-chain distributions are drawn in each quantity's own units (a log
 predictive density in nats, at most 0). A network's R̂ and ESS are those of the verdict: each
@@ -26,7 +27,7 @@ import jax
 import numpy as np
 
 from bdl.diagnostics.rank_normalised import rank_diagnostics
-from bdl.sampling.monitored import default_space, parameter_quantities, verdict_quantities
+from bdl.sampling.verdict.monitored import default_space, parameter_quantities, verdict_quantities
 
 #: quantities whose R̂ and ESS the report computes (the worst of them are plotted)
 BUDGET = 256

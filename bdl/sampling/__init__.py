@@ -1,13 +1,11 @@
 """The sampling loop and its result."""
 
-from bdl.sampling.bias import check_bias
-from bdl.sampling.chunking import ChunkPolicy, FixedChunks, TimedChunks
-from bdl.sampling.convergence import check_convergence
-from bdl.sampling.layout import make_mesh
-from bdl.sampling.loading import load_samples
-from bdl.sampling.loop_options import LoopOptions
-from bdl.sampling.merge import merge_samples
-from bdl.sampling.runaway import runaway_chains
+from bdl.sampling.kept.loading import load_samples
+from bdl.sampling.kept.merge import merge_samples
+from bdl.sampling.kept.writing import check_output_path
+from bdl.sampling.run.chunking import ChunkPolicy, FixedChunks, TimedChunks
+from bdl.sampling.run.layout import make_mesh
+from bdl.sampling.run.loop_options import LoopOptions
 from bdl.sampling.sample import sample
 from bdl.sampling.samples import (
     BiasWarning,
@@ -16,7 +14,9 @@ from bdl.sampling.samples import (
     RunawayWarning,
     Samples,
 )
-from bdl.sampling.storage import check_output_path
+from bdl.sampling.verdict.bias_check import check_bias
+from bdl.sampling.verdict.convergence_check import check_convergence
+from bdl.sampling.verdict.runaway_check import runaway_chains
 
 __all__ = [
     "BiasWarning",

@@ -1,7 +1,7 @@
 """``bdl.sample``: run any kernel on a compiled target, chains under ``vmap``, steps in XLA loops.
 
 This module checks the arguments (before anything compiles), sets the run's parts up and hands
-them to the loop (:mod:`bdl.sampling.loop`): the start (:mod:`.start`), the chunk programs
+them to the loop (:mod:`bdl.sampling.run.loop`): the start (:mod:`.start`), the chunk programs
 (:mod:`.program`), warm-up (:mod:`.warmup`), the chunking policy (:mod:`.chunking`), what the
 run keeps (:mod:`.keep`), checkpoints (:mod:`.checkpointing`) and the device layout
 (:mod:`.layout`). The step counter is shared by all chains and every random key is
@@ -24,25 +24,26 @@ from jax.sharding import Mesh
 
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
-from bdl.sampling import checkpoint_lock, checkpointing
-from bdl.sampling import draws as draw_buffers
-from bdl.sampling import keep as keeping
-from bdl.sampling import loop as looping
-from bdl.sampling.checkpoint import fingerprint
-from bdl.sampling.checks import check_run, check_schedules, check_start
-from bdl.sampling.convergence import checked, run_monitor
-from bdl.sampling.divergence import refuse_bad_starts, start_explanation
-from bdl.sampling.keep import Keep
-from bdl.sampling.layout import Layout, resolve
-from bdl.sampling.loop_options import LoopOptions
-from bdl.sampling.loop_options import resolve as resolve_loop
-from bdl.sampling.program import Programs
-from bdl.sampling.progress import Progress
-from bdl.sampling.provenance import run_meta
-from bdl.sampling.runaway import flag_runaway
+from bdl.sampling.checkpoints import lock as checkpoint_lock
+from bdl.sampling.checkpoints import policy as checkpointing
+from bdl.sampling.checkpoints.state import fingerprint
+from bdl.sampling.kept import buffers as draw_buffers
+from bdl.sampling.kept import keeper as keeping
+from bdl.sampling.kept.keeper import Keep
+from bdl.sampling.kept.provenance import run_meta
+from bdl.sampling.kept.stream import StreamWriter
+from bdl.sampling.run import loop as looping
+from bdl.sampling.run.argument_checks import check_run, check_schedules, check_start
+from bdl.sampling.run.failures import refuse_bad_starts, start_explanation
+from bdl.sampling.run.layout import Layout, resolve
+from bdl.sampling.run.loop_options import LoopOptions
+from bdl.sampling.run.loop_options import resolve as resolve_loop
+from bdl.sampling.run.program import Programs
+from bdl.sampling.run.progress import Progress
+from bdl.sampling.run.start import start_chains
 from bdl.sampling.samples import DivergenceWarning, Samples
-from bdl.sampling.start import start_chains
-from bdl.sampling.stream import StreamWriter
+from bdl.sampling.verdict.convergence_check import checked, run_monitor
+from bdl.sampling.verdict.runaway_check import flag_runaway
 from bdl.sampling.warmup import Schedule, WarmUp, needs_adaptation
 
 #: the draw buffers' size on the device, at most (and at most this many draws)
@@ -115,7 +116,7 @@ def sample(
             result, ``samples.evaluation``, holds the BMA's metrics and the BMA-versus-draws
             curve. With ``resume``, pass the same evaluation again.
         stream_to: a directory to write the draws to, part by part, as they are produced
-            (:mod:`bdl.sampling.stream`; read back with ``bdl.load_samples(DIR)``). With
+            (:mod:`bdl.sampling.kept.stream`; read back with ``bdl.load_samples(DIR)``). With
             ``resume``, default the checkpoint's.
         loop: how the loop is cut into calls and vectorised
             (:class:`bdl.sampling.LoopOptions`: the chunking policy, the loop's block, chains

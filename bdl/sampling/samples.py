@@ -13,8 +13,8 @@ import numpy as np
 
 from bdl.diagnostics.convergence import Convergence
 from bdl.diagnostics.runaway import flagged_report
-from bdl.sampling.names import leaf_keys, posterior_name
-from bdl.sampling.storage import save_samples
+from bdl.sampling.kept.names import leaf_keys, posterior_name
+from bdl.sampling.kept.writing import save_samples
 
 PyTree = Any
 
@@ -62,12 +62,12 @@ class Samples:
             draw are not run.
         interrupted: the run was stopped early (Ctrl-C); the draws up to then are kept.
         diverged: per chain, whether a step gave a non-finite energy, gradient or state, or
-            took the chain far out (:mod:`bdl.sampling.divergence`); the chain was then frozen
+            took the chain far out (:mod:`bdl.sampling.run.failures`); the chain was then frozen
             at its state at the start of that draw.
         divergence_step: per chain, the step at which it diverged (−1: never).
         runaway: per chain, whether it ran away or ran hot while staying finite
-            (:mod:`bdl.sampling.runaway`): its energy or ‖θ‖ kept growing through the kept
-            draws, or its configurational temperature is above T beyond its sampling error.
+            (:mod:`bdl.sampling.verdict.runaway_check`): its energy or ‖θ‖ kept growing through the
+            kept draws, or its configurational temperature is above T beyond its sampling error.
             All ``False`` when nothing was tested (no draws kept, draws assembled by hand).
         runaway_step: per chain, the step of the first draw counted as run away (−1: never).
         runaway_reason: per chain, what was seen (``""``: nothing).
@@ -75,7 +75,7 @@ class Samples:
             ``mass`` or ``inverse_mass``), or ``None`` when the kernel had its own step size.
         meta: where the draws came from, JSON-able: the model's name, the kernel
             (:func:`bdl.kernels.describe`), bdl's version and the run's settings
-            (:func:`bdl.sampling.provenance.run_meta`); empty for draws assembled by hand.
+            (:func:`bdl.sampling.kept.provenance.run_meta`); empty for draws assembled by hand.
         evaluation: the test-set BMA scored while sampling (``bdl.sample(..., evaluate=...)``):
             a :class:`bdl.evaluation.BMAEvaluation` with the final metrics and the
             BMA-versus-draws curve; ``None`` when the run did not evaluate.
@@ -231,8 +231,8 @@ class Samples:
 
         A position leaf is named by its keys joined with ``.`` (``net.Dense_0.kernel``), an
         ``extra`` leaf by the entry's name and its keys (``guide.net.Dense_0.kernel``); keys are
-        escaped as :mod:`bdl.sampling.names` says, so names never hold ``/``. A position that is a
-        bare array is named ``position``.
+        escaped as :mod:`bdl.sampling.kept.names` says, so names never hold ``/``. A position that
+        is a bare array is named ``position``.
 
         Returns:
             The names, in the order of the leaves.
@@ -362,9 +362,7 @@ class Samples:
         """
         from bdl.report.write import write_report
 
-        return write_report(
-            self, path, target=target, validation=validation, quantities=quantities
-        )
+        return write_report(self, path, target=target, validation=validation, quantities=quantities)
 
     def __repr__(self) -> str:
         state = ", interrupted" if self.interrupted else ""

@@ -2,7 +2,7 @@
 
 A timed call that traced, lowered or compiled a program says little about how long the
 program runs: the sampling loop uses :func:`count` to tell such calls apart, so that
-:class:`bdl.sampling.chunking.TimedChunks` does not take them for the steps' cost. The count
+:class:`bdl.sampling.run.chunking.TimedChunks` does not take them for the steps' cost. The count
 comes from ``jax.monitoring``'s duration events under ``/jax/core/compile/`` (one per trace,
 lowering and XLA compilation: a jit cache miss, whether or not the persistent cache then
 supplies the executable); the listener is registered on the first call of :func:`count`, and

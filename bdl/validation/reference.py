@@ -25,7 +25,7 @@ import numpy as np
 from bdl.compile.fingerprint import describe
 from bdl.compile.target import Target
 from bdl.diagnostics import ess_bulk, rank_rhat
-from bdl.sampling.monitored import (  # noqa: F401 (re-exported: the validation's names for them)
+from bdl.sampling.verdict.monitored import (  # noqa: F401 (re-exported: the validation's names for them)
     default_space,
     evaluation_fields,
     evaluation_inputs,

@@ -16,7 +16,7 @@ from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.sampling import ConvergenceWarning, DivergenceWarning, Samples, sample
-from bdl.sampling.checks import check_run, check_start
+from bdl.sampling.run.argument_checks import check_run, check_start
 from bdl.utils.arguments import suggestion
 from bdl.validation.compare import Row, compare_functions, compare_parameters
 from bdl.validation.converged import convergence_rows, reference_convergence

@@ -29,7 +29,7 @@ FIXED = dict(num_steps=60, burn_in=20, thin=4, num_chains=4, seed=7, progress=Fa
 ADAPTED = dict(FIXED, num_steps=200, burn_in=150)  # warm-up's shortest schedule
 #: model → (fixed, adapted): the layouts (devices) whose runs the slow test compares, bitwise,
 #: with the chains in turn. On a mesh of chains only, each device runs the one-device program
-#: on its block of chains (bdl/sampling/dispatch.py), so every model is bitwise on 1, 2 and 4
+#: on its block of chains (bdl/sampling/run/dispatch.py), so every model is bitwise on 1, 2 and 4
 #: devices, adapted too (docs/scaling.md)
 MODELS = {
     name: (LAYOUTS, LAYOUTS)

@@ -101,7 +101,7 @@ def derivatives(compiled) -> dict[str, float]:
     import equinox as eqx
     from jax.sharding import PartitionSpec as P
 
-    from bdl.sampling.layout import DataShare
+    from bdl.sampling.run.layout import DataShare
 
     theta = {"net": {"w": jnp.full((3, 4), 0.3), "v": jnp.linspace(-1.0, 1.0, 4)}}
     u = jax.tree.map(lambda a: jnp.cos(3.0 * a), theta)

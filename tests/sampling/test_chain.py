@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from bdl.sampling.chain import fori_in_blocks
+from bdl.sampling.run.chain import fori_in_blocks
 
 
 @pytest.mark.parametrize("block", [1, 3, 4])

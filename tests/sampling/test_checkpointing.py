@@ -15,8 +15,9 @@ import pytest
 from loop_helpers import StopAfter
 
 import bdl
-from bdl.sampling import FixedChunks, LoopOptions, checkpoint_lock
-from bdl.sampling import checkpoint as checkpoint_io
+from bdl.sampling import FixedChunks, LoopOptions
+from bdl.sampling.checkpoints import lock as checkpoint_lock
+from bdl.sampling.checkpoints import state as checkpoint_io
 
 MODEL = textwrap.dedent(
     """
@@ -165,7 +166,7 @@ def test_a_killed_process_resumes(tmp_path, sig, phase):
 #: a process that holds a directory's lock until it is killed
 HOLDER = (
     "import sys, time\n"
-    "from bdl.sampling import checkpoint_lock\n"
+    "from bdl.sampling.checkpoints import lock as checkpoint_lock\n"
     "checkpoint_lock.acquire(sys.argv[1])\n"
     "print('held', flush=True)\n"
     "time.sleep(600)\n"

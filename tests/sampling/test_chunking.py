@@ -4,7 +4,7 @@ call's, and a short call cannot shrink what a later run starts at."""
 import pytest
 
 from bdl.sampling import FixedChunks, TimedChunks
-from bdl.sampling.chunking import default_policy
+from bdl.sampling.run.chunking import default_policy
 
 
 def test_timed_calls_grow_fourfold_and_follow_the_time_per_step():

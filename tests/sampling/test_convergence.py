@@ -21,7 +21,7 @@ import bdl
 from bdl.cli.main import main
 from bdl.model_files import load_spec
 from bdl.sampling import FixedChunks, check_convergence
-from bdl.sampling.storage import HEADER_KEY
+from bdl.sampling.kept.writing import HEADER_KEY
 
 #: SGHMC settings under which the conjugate regression mixes (tests/test_validate.py)
 SGHMC = {"step_size": 5e-3, "friction": 20.0}

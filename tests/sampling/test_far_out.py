@@ -16,7 +16,7 @@ import bdl
 from bdl.kernels import Wrapper
 from bdl.model_files import load_spec
 from bdl.sampling import FixedChunks, LoopOptions
-from bdl.sampling.divergence import FAR_OUT_FACTOR
+from bdl.sampling.run.failures import FAR_OUT_FACTOR
 
 D = 10
 

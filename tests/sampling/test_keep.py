@@ -13,8 +13,8 @@ import pytest
 import bdl
 from bdl.evaluation import RunningBMA, bma_curve
 from bdl.sampling import FixedChunks, LoopOptions
-from bdl.sampling import checkpoint as checkpoint_io
-from bdl.sampling import stream as stream_io
+from bdl.sampling.checkpoints import state as checkpoint_io
+from bdl.sampling.kept import stream as stream_io
 
 RUN = dict(num_steps=300, burn_in=100, thin=5, num_chains=3, seed=0, progress=False)
 CLASSES = ("accuracy", "nll", "ece", "brier")

@@ -9,7 +9,7 @@ with ``--xla_force_host_platform_device_count`` (tests/sharding_runs.py) and are
   or 4 devices and on 2 processes × 2 devices (``jax.distributed``, coordinator on
   127.0.0.1), with warm-up adaptation too, and a checkpoint written on 4 devices resumes on 2;
 * a data axis gives the one-device draws to float reassociation: the minibatch energy is the
-  average over devices of the shares' full-data-scale energies (bdl/sampling/layout.py).
+  average over devices of the shares' full-data-scale energies (bdl/sampling/run/layout.py).
 """
 
 from __future__ import annotations

@@ -42,8 +42,8 @@ def test_interrupt_keeps_collected_draws(target):
 def test_the_default_policy_sizes_calls_by_time_and_remembers_the_size(target):
     """Without a policy, a run's calls start small (the first compiles) and grow; the next run of
     the same target and kernel starts at the size the first reached."""
-    from bdl.sampling.chunking import default_policy
+    from bdl.sampling.run.chunking import default_policy
 
     _run(target, num_steps=20_000, burn_in=0, thin=10, num_chains=1)
-    remembered = default_policy(target, ("sghmc", 1, bdl.sampling.layout.resolve(target, 1)))
+    remembered = default_policy(target, ("sghmc", 1, bdl.sampling.run.layout.resolve(target, 1)))
     assert remembered.budget() > remembered.first

@@ -9,7 +9,7 @@ from loop_helpers import Counted
 
 import bdl
 from bdl.sampling import LoopOptions, TimedChunks
-from bdl.sampling.program import compiled_chunk
+from bdl.sampling.run.program import compiled_chunk
 
 
 @pytest.mark.parametrize(("thin", "adapted"), [(1, False), (3, False), (40, False), (3, True)])

@@ -7,8 +7,8 @@ import io
 
 import pytest
 
-from bdl.sampling import progress as progress_module
-from bdl.sampling.progress import Progress
+from bdl.sampling.run import progress as progress_module
+from bdl.sampling.run.progress import Progress
 
 
 class Clock:

@@ -358,9 +358,7 @@ class WarmUp(eqx.Module):
         anchor = adaptation.anchor
 
         def params_for(noise: jax.Array) -> AdaptParams:
-            return params_at(
-                curvature, mass, second, backoff, floor, noise, temperature, stiffest
-            )
+            return params_at(curvature, mass, second, backoff, floor, noise, temperature, stiffest)
 
         if anchor is None:
             noise = jax.lax.cond(
@@ -388,9 +386,7 @@ class WarmUp(eqx.Module):
             params = tree_where(on, centred, plain)
             anchor = anchor._replace(on=on, noise=noise, points=points)
         state = self._readapted(state, params)
-        stats = jax.lax.cond(
-            point.window_end, lambda: empty_stats(theta, is_dense), lambda: stats
-        )
+        stats = jax.lax.cond(point.window_end, lambda: empty_stats(theta, is_dense), lambda: stats)
         return state, AdaptationState(params, stats, adaptation.guard, peak, extremes, anchor)
 
     # ------------------------------------------------------------------ final

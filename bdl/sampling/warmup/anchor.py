@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from bdl.sampling.carry import all_finite
+from bdl.sampling.run.carry import all_finite
 
 PyTree = Any
 EnergyAndGrad = Callable[[PyTree], tuple[jax.Array, PyTree]]

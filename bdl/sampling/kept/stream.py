@@ -32,9 +32,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from bdl.sampling.reading import read_samples
+from bdl.sampling.kept.reading import read_samples
+from bdl.sampling.kept.writing import SamplesFileError, save_npz
 from bdl.sampling.samples import Samples
-from bdl.sampling.storage import SamplesFileError, save_npz
 
 INDEX = "run.npz"
 FORMAT = "bdl.SampleStream"

@@ -8,7 +8,7 @@
   for classifiers) and the log-likelihood on held-out inputs (:func:`function_summaries`).
 
 The same quantities serve the convergence check after every run
-(:mod:`bdl.sampling.convergence`, which takes a bounded number of them:
+(:mod:`bdl.sampling.verdict.convergence_check`, which takes a bounded number of them:
 :func:`parameter_quantities`, :func:`function_quantities`), the summary ``bdl sample`` prints
 (:mod:`bdl.validation.summary`) and the trust gate of the NUTS references
 (:mod:`bdl.validation.reference`, which re-exports the functions of this module).
@@ -119,8 +119,8 @@ def function_values_at_draws(
     """:func:`function_values` of a chunk's buffers, positions ``(chain, row, ...)`` still on
     the device, as ``(chain, row, k)``: what the convergence check reads, computed while the run
     goes on, so that its draws need not come back to the device after it
-    (:class:`bdl.sampling.keep.Keep`). Only the blocks of :data:`DRAW_BLOCK` rows that hold the
-    first ``draws`` rows (traced: one program per buffer shape) are evaluated; the other rows
+    (:class:`bdl.sampling.kept.keeper.Keep`). Only the blocks of :data:`DRAW_BLOCK` rows that hold
+    the first ``draws`` rows (traced: one program per buffer shape) are evaluated; the other rows
     are left at zero."""
     chains, rows = jax.tree.leaves(positions)[0].shape[:2]
     block = min(DRAW_BLOCK, rows)

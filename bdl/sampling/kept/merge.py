@@ -17,10 +17,10 @@ import jax
 import numpy as np
 
 from bdl.compile.target import Target
-from bdl.sampling.bias import check_bias
-from bdl.sampling.convergence import check_convergence
-from bdl.sampling.loading import load_samples
+from bdl.sampling.kept.loading import load_samples
 from bdl.sampling.samples import Samples
+from bdl.sampling.verdict.bias_check import check_bias
+from bdl.sampling.verdict.convergence_check import check_convergence
 
 
 def merge_samples(parts: Sequence[Samples | str | os.PathLike], *, target: Any = None) -> Samples:

@@ -8,7 +8,7 @@ from typing import Any
 
 import jax
 
-from bdl.sampling.chunking import ChunkPolicy, default_policy
+from bdl.sampling.run.chunking import ChunkPolicy, default_policy
 from bdl.utils.convolutions import convolves_on_cpu
 
 #: steps per block of the sampling loop on an accelerator (:attr:`LoopOptions.block`)
@@ -20,11 +20,11 @@ class LoopOptions:
     """How the sampling loop runs; ``None`` picks the default for the target and backend.
 
     Attributes:
-        chunks: steps per call of the compiled loop (:mod:`bdl.sampling.chunking`); default, a
-            :class:`~bdl.sampling.chunking.TimedChunks` kept per target.
+        chunks: steps per call of the compiled loop (:mod:`bdl.sampling.run.chunking`); default, a
+            :class:`~bdl.sampling.run.chunking.TimedChunks` kept per target.
         block: steps per block of every loop of traced length: 1 on the CPU, where such a loop
             runs in place, and 32 on an accelerator, where each iteration of such a loop waits
-            for the host (:mod:`bdl.sampling.chain`). With a block above 1 a chunk of whole
+            for the host (:mod:`bdl.sampling.run.chain`). With a block above 1 a chunk of whole
             draws runs each draw's ``thin`` steps in a loop of static length (a second
             segment of the sampling program, compiled per ``thin``).
         chains_in_turn: run the chains one after another instead of under ``vmap`` (any
@@ -42,8 +42,8 @@ class LoopOptions:
     def __post_init__(self) -> None:
         if self.chunks is not None and not isinstance(self.chunks, ChunkPolicy):
             raise TypeError(
-                "LoopOptions(chunks=...) must be a bdl.sampling.chunking policy (TimedChunks(), "
-                f"FixedChunks(steps)); got {type(self.chunks).__name__}."
+                "LoopOptions(chunks=...) must be a bdl.sampling.run.chunking policy "
+                f"(TimedChunks(), FixedChunks(steps)); got {type(self.chunks).__name__}."
             )
         if self.block is not None and (
             isinstance(self.block, bool) or not isinstance(self.block, int) or self.block < 1
@@ -76,9 +76,7 @@ def resolve(options: LoopOptions | None, target: Any, run: tuple) -> Resolved:
     if options is None:
         options = LoopOptions()
     if not isinstance(options, LoopOptions):
-        raise TypeError(
-            f"loop must be a bdl.sampling.LoopOptions; got {type(options).__name__}."
-        )
+        raise TypeError(f"loop must be a bdl.sampling.LoopOptions; got {type(options).__name__}.")
     convolutions = convolves_on_cpu(target)
     block = default_block() if options.block is None else options.block
     in_turn = convolutions if options.chains_in_turn is None else options.chains_in_turn

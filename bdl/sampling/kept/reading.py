@@ -1,11 +1,11 @@
 """Reading a samples file back: :func:`read_samples` turns a ``.npz`` or ``.nc`` file that
-:meth:`Samples.save` wrote (:mod:`bdl.sampling.storage`, which also describes the format) into
+:meth:`Samples.save` wrote (:mod:`bdl.sampling.kept.writing`, which also describes the format) into
 the :class:`Samples` it held, with identical arrays and ``meta``.
 
-``bdl.load_samples`` (:mod:`bdl.sampling.loading`) calls it for a file, and the stream
-(:mod:`bdl.sampling.stream`) for each of its parts. The file is sniffed before it is parsed, the
-format version is checked, and every failure (missing, truncated, corrupt, foreign file) becomes
-a :class:`~bdl.sampling.storage.SamplesFileError` naming the file and the problem.
+``bdl.load_samples`` (:mod:`bdl.sampling.kept.loading`) calls it for a file, and the stream
+(:mod:`bdl.sampling.kept.stream`) for each of its parts. The file is sniffed before it is parsed,
+the format version is checked, and every failure (missing, truncated, corrupt, foreign file) becomes
+a :class:`~bdl.sampling.kept.writing.SamplesFileError` naming the file and the problem.
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ import numpy as np
 from bdl import __version__
 from bdl.diagnostics.convergence import Convergence
 from bdl.evaluation.curve import BMAEvaluation
-from bdl.sampling.names import leaf_keys
-from bdl.sampling.samples import Samples
-from bdl.sampling.storage import (
+from bdl.sampling.kept.names import leaf_keys
+from bdl.sampling.kept.writing import (
     FORMAT,
     FORMAT_VERSION,
     HEADER_KEY,
@@ -36,6 +35,7 @@ from bdl.sampling.storage import (
     SamplesFileError,
     nc_location,
 )
+from bdl.sampling.samples import Samples
 
 PyTree = Any
 

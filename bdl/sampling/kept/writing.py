@@ -13,11 +13,11 @@ and the run's ``meta``:
   the remaining arrays (``steps``, ``diverged``, ``divergence_step``, ``adapted.*``) and the
   header as the root attribute ``bdl_header``. ``arviz.from_netcdf`` reads it as any other file.
 
-Keys escape ``%``, ``.`` and ``/`` inside a pytree key (:mod:`bdl.sampling.names`), so names are
-unambiguous. Writes go to a temporary file in the same directory, renamed over ``path`` when
+Keys escape ``%``, ``.`` and ``/`` inside a pytree key (:mod:`bdl.sampling.kept.names`), so names
+are unambiguous. Writes go to a temporary file in the same directory, renamed over ``path`` when
 complete: a failed write leaves no partial file and an earlier file intact. Reading a file back
-(:mod:`bdl.sampling.reading`; ``bdl.load_samples``, :mod:`bdl.sampling.loading`, which also
-reads streamed directories) checks the format version and turns every failure (missing,
+(:mod:`bdl.sampling.kept.reading`; ``bdl.load_samples``, :mod:`bdl.sampling.kept.loading`, which
+also reads streamed directories) checks the format version and turns every failure (missing,
 truncated, corrupt, foreign file) into a :class:`SamplesFileError` naming the file and the
 problem. docs/saving.md has the layout.
 
@@ -37,7 +37,7 @@ import jax
 import numpy as np
 
 from bdl import __version__
-from bdl.sampling.names import join_name, key_name, posterior_name, split_name
+from bdl.sampling.kept.names import join_name, key_name, posterior_name, split_name
 from bdl.utils.files import atomic_path, can_create_in
 
 PyTree = Any
@@ -122,7 +122,7 @@ def save_samples(samples: Any, path: str | os.PathLike) -> Path:
 def save_npz(samples: Any, path: Path, **header: Any) -> None:
     """``samples`` written atomically as the ``.npz`` samples file ``path``, with the entries of
     ``header`` added to its header: :func:`save_samples` without the check of ``path`` (a
-    stream's parts and index, :mod:`bdl.sampling.stream`)."""
+    stream's parts and index, :mod:`bdl.sampling.kept.stream`)."""
     full, arrays = _record(samples)
     full.update(header)
     with atomic_path(path) as tmp:
@@ -164,8 +164,8 @@ def _record(samples: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         "convergence": None
         if getattr(samples, "convergence", None) is None
         else samples.convergence.as_dict(),
-        # run-away and hot chains (bdl.sampling.runaway): per chain, flag, step and reason;
-        # files written before the check lack the entry, and load with nothing flagged
+        # run-away and hot chains (bdl.sampling.verdict.runaway_check): per chain, flag, step and
+        # reason; files written before the check lack the entry, and load with nothing flagged
         "runaway": {
             "flags": [bool(f) for f in np.asarray(samples.runaway)],
             "steps": [int(t) for t in np.asarray(samples.runaway_step)],

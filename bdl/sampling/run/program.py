@@ -1,6 +1,6 @@
 """The compiled chunk: ``num_draws × steps_per_draw`` steps of every chain in one XLA program.
 
-One call runs the chains from step ``t0`` in :func:`bdl.sampling.chain.run_chain` and records
+One call runs the chains from step ``t0`` in :func:`bdl.sampling.run.chain.run_chain` and records
 each draw's state in a buffer of ``buffer_size`` rows. ``t0``, ``num_draws`` and
 ``steps_per_draw`` are traced, so burn-in and sampling chunks of any length share one
 compilation; ``buffer_size`` fixes the output's shape. Where loops run in blocks (an
@@ -10,13 +10,13 @@ uses it and a burn-in or part-draw chunk the first, so a run with a fixed step c
 chunk program either way. With a layout, each device runs it for its
 own block of chains (and its share of every minibatch): under ``shard_map``, or, with the chains
 in turn on a mesh of chains only, as the one-device program called per device
-(:mod:`bdl.sampling.dispatch`). A chunk runs in one of three phases:
+(:mod:`bdl.sampling.run.dispatch`). A chunk runs in one of three phases:
 
 * :attr:`Phase.SAMPLE` — diagnostics are paid only where they are recorded: the steps inside a
   draw run the bare kernel step, and the draw's last step computes the step ``Info`` and checks
   that the energy, gradient and state are finite and the energy not far out. A chain that fails
   goes back to its state at the start of the draw and stays frozen there, its divergence step
-  provisionally the draw's last (:mod:`bdl.sampling.divergence` finds the exact one).
+  provisionally the draw's last (:mod:`bdl.sampling.run.failures` finds the exact one).
 * :attr:`Phase.CHECKED` — every step is checked and a failing chain frozen at its last finite
   state (the divergence replay).
 * :attr:`Phase.WARMUP` — every step is judged by warm-up's guard, h and T are the adapted step
@@ -43,11 +43,11 @@ from jax.sharding import PartitionSpec as P
 
 from bdl.compile.target import Target
 from bdl.kernels.base import Info, Kernel
-from bdl.sampling.carry import Chains, all_finite, judged, reference_at, warmed, with_reference
-from bdl.sampling.chain import run_chain
-from bdl.sampling.dispatch import per_device
-from bdl.sampling.draws import Records
-from bdl.sampling.layout import CHAIN, Layout
+from bdl.sampling.kept.buffers import Records
+from bdl.sampling.run.carry import Chains, all_finite, judged, reference_at, warmed, with_reference
+from bdl.sampling.run.chain import run_chain
+from bdl.sampling.run.dispatch import per_device
+from bdl.sampling.run.layout import CHAIN, Layout
 from bdl.sampling.warmup import Point, WarmUp
 from bdl.utils.convolutions import canonical_convolutions
 from bdl.utils.owner_jit import owner_jit
@@ -116,8 +116,9 @@ def run_chunk(
     """Run one chunk (module docstring). ``kernel`` is the bound kernel as built, ``warmup``
     its adaptation (``None`` for a kernel with a step size). In the warm-up phase a ``point``
     (flags, traced) makes each chain adapt at the call's end, with keys from ``run_key``. In
-    the sampling phase ``buffers`` (:mod:`bdl.sampling.draws`, ``buffer_size`` rows) are donated
-    and returned with the call's draws in their first rows; the other phases record nothing."""
+    the sampling phase ``buffers`` (:mod:`bdl.sampling.kept.buffers`, ``buffer_size`` rows) are
+    donated and returned with the call's draws in their first rows; the other phases record
+    nothing."""
     args, kwargs = _arguments(
         target, kernel, warmup, chains, chain_keys, lengths, shape, layout, run_key, point, buffers
     )
@@ -129,7 +130,7 @@ def run_chunk(
 def _per_device(args: tuple, buffers: Records | None) -> tuple[Chains, Records | None]:
     """:func:`compiled_chunk` (``args``: its positional arguments, :func:`_arguments`) on a mesh
     of chains only, with the chains in turn: each device runs the one-device program on its
-    block of chains (:func:`bdl.sampling.dispatch.per_device`), so a run on any number of
+    block of chains (:func:`bdl.sampling.run.dispatch.per_device`), so a run on any number of
     devices is bitwise the run on one (docs/scaling.md)."""
     (target, kernel, warmup, chains, chain_keys, first, lengths, shape, layout, run_key,
      adaptation) = args  # fmt: skip

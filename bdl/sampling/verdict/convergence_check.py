@@ -2,10 +2,10 @@
 verdict (:class:`bdl.diagnostics.convergence.Convergence`), which :func:`bdl.sample` stores in
 ``samples.convergence`` and turns into a :class:`ConvergenceWarning` when it fails.
 
-What is monitored (:mod:`bdl.sampling.monitored`): a network
-(:func:`~bdl.sampling.monitored.default_space` says ``"function"``) in function space
-(:func:`~bdl.sampling.monitored.verdict_quantities`: a classifier's per-example log predictive
-densities of held-out points, saturated ones left out; a regressor's predictive means and
+What is monitored (:mod:`bdl.sampling.verdict.monitored`): a network
+(:func:`~bdl.sampling.verdict.monitored.default_space` says ``"function"``) in function space
+(:func:`~bdl.sampling.verdict.monitored.verdict_quantities`: a classifier's per-example log
+predictive densities of held-out points, saturated ones left out; a regressor's predictive means and
 log-likelihoods), each chain centred at its own mean — a network's chains sit in different modes,
 whose
 predictions differ however long they run, so the check asks that each chain be stationary and
@@ -19,7 +19,7 @@ verdict from the draws alone, and names what the sampler moves.
 Only chains that never diverged are checked (a diverged chain is reported by its own warning).
 A classifier's verdict also reports the BMA's stability between the halves of the draws
 (:mod:`bdl.diagnostics.stability`), and every verdict gets its bias part
-(:mod:`bdl.sampling.bias`) when the model is at hand.
+(:mod:`bdl.sampling.verdict.bias_check`) when the model is at hand.
 
 **Cost.** The diagnostics cost about half a microsecond per value (quantity × draw) on a CPU
 core, so the check monitors at most :func:`quantity_budget` quantities: 2¹⁸ values' worth
@@ -44,15 +44,15 @@ from bdl.compile.target import Target
 from bdl.diagnostics.convergence import Convergence, assess
 from bdl.diagnostics.stability import bma_stability
 from bdl.diagnostics.stuck import small_steps, unmoved_chains
-from bdl.sampling.bias import check_bias, warn_bias
-from bdl.sampling.monitored import (
+from bdl.sampling.samples import ConvergenceWarning, Samples
+from bdl.sampling.verdict.bias_check import check_bias, warn_bias
+from bdl.sampling.verdict.monitored import (
     default_space,
     draw_monitor,
     parameter_quantities,
     verdict_inputs,
     verdict_quantities,
 )
-from bdl.sampling.samples import ConvergenceWarning, Samples
 from bdl.utils.trees import leaf_paths
 
 __all__ = [
@@ -81,10 +81,10 @@ def quantity_budget(chains: int, draws: int) -> int:
 
 def run_monitor(target: Target, chains: int, draws: int) -> tuple[int, Any] | None:
     """What a run computes for its check while it goes on: ``(num, monitor)`` for a network
-    sampled at a temperature above 0 (``monitor``: :func:`bdl.sampling.monitored.draw_monitor`
-    on the ``num`` held-out inputs the check of ``chains × draws`` draws reads), else ``None``.
-    Evaluated on the device as each chunk's draws leave it, the predictions cost no copy of
-    the draws back to the device after the run."""
+    sampled at a temperature above 0 (``monitor``:
+    :func:`bdl.sampling.verdict.monitored.draw_monitor` on the ``num`` held-out inputs the check of
+    ``chains × draws`` draws reads), else ``None``. Evaluated on the device as each chunk's draws
+    leave it, the predictions cost no copy of the draws back to the device after the run."""
     if draws == 0 or default_space(target) != "function" or target.constant_temperature() == 0:
         return None
     num = verdict_inputs(target, quantity_budget(chains, draws))
@@ -179,7 +179,7 @@ def check_convergence(
 
 def checked(samples: Any, target: Any, monitored: Any = None) -> Any:
     """``samples`` with its verdict (:func:`check_convergence`, given the run's ``monitored``
-    values, and :func:`bdl.sampling.bias.check_bias` for its bias part), a
+    values, and :func:`bdl.sampling.verdict.bias_check.check_bias` for its bias part), a
     :class:`~bdl.sampling.samples.ConvergenceWarning` naming what failed to mix and a
     :class:`~bdl.sampling.samples.BiasWarning` naming what is biased, as :func:`bdl.sample`
     returns them. A check that raises is reported (``RuntimeWarning``) instead of losing the

@@ -1,12 +1,12 @@
 """A run's checkpoints: where they go, what a resumed run must match, and when they are written.
 
-The file format is :mod:`bdl.sampling.checkpoint`'s. Here: the directory a process checkpoints
-into (:func:`open_directory`), the settings a resumed run takes from its checkpoint
+The file format is :mod:`bdl.sampling.checkpoints.state`'s. Here: the directory a process
+checkpoints into (:func:`open_directory`), the settings a resumed run takes from its checkpoint
 (:func:`resumed_settings`) and what it must share with the run that wrote it
 (:func:`check_same_run`, :func:`target_record`), and :class:`Checkpointer`, which writes the
 loop's state at most every ``every`` seconds with what the run keeps
-(:class:`bdl.sampling.keep.Keep`). The directory is locked for the run
-(:mod:`bdl.sampling.checkpoint_lock`).
+(:class:`bdl.sampling.kept.keeper.Keep`). The directory is locked for the run
+(:mod:`bdl.sampling.checkpoints.lock`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import jax
 
 from bdl.compile import fingerprint
 from bdl.compile.target import Target
-from bdl.sampling import checkpoint as checkpoint_io
-from bdl.sampling import checkpoint_lock
-from bdl.sampling.carry import Chains
-from bdl.sampling.keep import Keep
-from bdl.sampling.layout import Layout
+from bdl.sampling.checkpoints import lock as checkpoint_lock
+from bdl.sampling.checkpoints import state as checkpoint_io
+from bdl.sampling.kept.keeper import Keep
+from bdl.sampling.run.carry import Chains
+from bdl.sampling.run.layout import Layout
 from bdl.utils.dtypes import float_dtype
 
 
@@ -42,7 +42,7 @@ def open_directory(
 ) -> tuple[Path | None, checkpoint_io.Checkpoint | None]:
     """The directory this run checkpoints into (``None``: none) and, when resuming, the
     checkpoint read from it; checked before anything compiles. The directory is locked
-    (:func:`bdl.sampling.checkpoint_lock.acquire`) before its checkpoint is read."""
+    (:func:`bdl.sampling.checkpoints.lock.acquire`) before its checkpoint is read."""
     if resume is not None:
         directory = own(checkpoint_io.check_directory(resume, "resume"))
         if checkpoint is not None and own(Path(checkpoint)) != directory:

@@ -14,7 +14,7 @@ where it ended), the growth test all of them when there are at least
 at most :func:`heat_draws` draws, so that they cost at most :data:`COST_SHARE` of the run's own
 gradient work (each full-data gradient counts n/B minibatch gradients), and never fewer than
 :data:`MIN_HEAT_DRAWS` or more than :data:`MAX_HEAT_DRAWS`. They are computed by the program the
-bias check shares (:mod:`bdl.sampling.full_data`), several draws per call.
+bias check shares (:mod:`bdl.sampling.verdict.full_data`), several draws per call.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import numpy as np
 
 from bdl.compile.target import Target
 from bdl.diagnostics.runaway import MIN_DRAWS, growth, heat
-from bdl.sampling.full_data import at_draws
 from bdl.sampling.samples import RunawayWarning, Samples
+from bdl.sampling.verdict.full_data import at_draws
 
 __all__ = [
     "COST_SHARE",
@@ -184,7 +184,7 @@ def _at_draws(
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per chain, at its picked draws: (θ_t − θ̄)·∇U(θ_t)/d (θ̄: the mean of the later half of
     them) and U(θ_t), in float64, with the full-data energy and gradient (the program the bias
-    check shares, :func:`bdl.sampling.full_data.at_draws`)."""
+    check shares, :func:`bdl.sampling.verdict.full_data.at_draws`)."""
     if not picks:
         return {}
     rows = [(c, int(i)) for c, idx in picks.items() for i in idx]

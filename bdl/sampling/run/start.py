@@ -13,7 +13,7 @@ halves its compilation and computes the same values (:func:`bdl.utils.owner_jit.
 minibatch streams and the per-chain run keys. Every chain's start and keys come from the seed
 alone, before the chains are split over processes and devices, so a chain's draws do not depend
 on where it runs. Warm-up's first values come from a stream of their own
-(:func:`bdl.sampling.program.warmup_key` at step 0).
+(:func:`bdl.sampling.run.program.warmup_key` at step 0).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from bdl.compile.start_check import (
 )
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
-from bdl.sampling.carry import Chains, healthy_status
-from bdl.sampling.program import warmup_key
+from bdl.sampling.run.carry import Chains, healthy_status
+from bdl.sampling.run.program import warmup_key
 from bdl.sampling.warmup import WarmUp
 from bdl.utils.owner_jit import owner_jit
 from bdl.utils.rng import initialisation_draws

@@ -1,17 +1,18 @@
 """The sampling loop: calls of the compiled chunk program until the run's last draw.
 
 There is no Python loop over steps: each iteration here is one call of one program
-(:mod:`bdl.sampling.program`) of as many steps as the chunking policy allows
-(:mod:`bdl.sampling.chunking`), cut where a phase ends: burn-in up to the next warm-up point
+(:mod:`bdl.sampling.run.program`) of as many steps as the chunking policy allows
+(:mod:`bdl.sampling.run.chunking`), cut where a phase ends: burn-in up to the next warm-up point
 (where warm-up adapts, inside the call), or whole draws, or part of a draw whose ``thin`` steps
 take longer than a call. Before the first call the chains' far-out margin is set for the run's
-length (:func:`bdl.sampling.divergence.with_margin`). After each call the loop locates any new
-divergence (:mod:`bdl.sampling.divergence`), hands complete draws to what the run keeps
-(:class:`bdl.sampling.keep.Keep`), and writes the stream and the checkpoint when they are due.
+length (:func:`bdl.sampling.run.failures.with_margin`). After each call the loop locates any new
+divergence (:mod:`bdl.sampling.run.failures`), hands complete draws to what the run keeps
+(:class:`bdl.sampling.kept.keeper.Keep`), and writes the stream and the checkpoint when they are
+due.
 
 The draw buffers are double: a call writes its draws into one set while the host copies the
 previous call's out of the other. Keep takes a call's draws only once the next call has been
-launched (:meth:`bdl.sampling.keep.Keep.settle`), so on a device that runs asynchronously the
+launched (:meth:`bdl.sampling.kept.keeper.Keep.settle`), so on a device that runs asynchronously the
 copy overlaps that call's steps rather than leaving the device idle; it is taken at once before
 anything reads the kept draws (the stream, the checkpoint, the result).
 The loop's progress is one value (:class:`LoopState`) replaced in one assignment, so an
@@ -31,14 +32,14 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from bdl.sampling.carry import Chains
-from bdl.sampling.checkpointing import Checkpointer
-from bdl.sampling.chunking import ChunkPolicy
-from bdl.sampling.divergence import located, with_margin
-from bdl.sampling.draws import Records
-from bdl.sampling.keep import Keep
-from bdl.sampling.program import Programs
-from bdl.sampling.progress import Progress
+from bdl.sampling.checkpoints.policy import Checkpointer
+from bdl.sampling.kept.buffers import Records
+from bdl.sampling.kept.keeper import Keep
+from bdl.sampling.run.carry import Chains
+from bdl.sampling.run.chunking import ChunkPolicy
+from bdl.sampling.run.failures import located, with_margin
+from bdl.sampling.run.program import Programs
+from bdl.sampling.run.progress import Progress
 from bdl.sampling.warmup import Schedule
 from bdl.utils import compile_events
 

@@ -5,9 +5,10 @@ set as they are made, written to a directory part by part.
 (:func:`settings` checks them before anything compiles). The loop hands it each call's buffers
 (:meth:`Keep.add`) and, once it has launched the next call, has them taken
 (:meth:`Keep.settle`): the running evaluation scores them on the device, and the draws are
-copied to the host once, only when something there wants them (:class:`bdl.sampling.draws.DrawTable`
-in memory, the stream's pending part). The checkpoint asks it for what it must store
-(:meth:`Keep.checkpoint_header`, :meth:`Keep.new_part`, :meth:`Keep.evaluation_arrays`).
+copied to the host once, only when something there wants them
+(:class:`bdl.sampling.kept.buffers.DrawTable` in memory, the stream's pending part). The checkpoint
+asks it for what it must store (:meth:`Keep.checkpoint_header`, :meth:`Keep.new_part`,
+:meth:`Keep.evaluation_arrays`).
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ import numpy as np
 from bdl.compile.target import Target
 from bdl.evaluation.curve import curve_rows, evaluation_result
 from bdl.evaluation.running import Accumulator, RunningBMA, final_metrics, update_chunk
-from bdl.sampling import checkpoint as checkpoint_io
-from bdl.sampling import stream as stream_io
-from bdl.sampling.carry import Chains
-from bdl.sampling.draws import DrawTable, Records, RunFields
+from bdl.sampling.checkpoints import state as checkpoint_io
+from bdl.sampling.kept import stream as stream_io
+from bdl.sampling.kept.buffers import DrawTable, Records, RunFields
+from bdl.sampling.kept.stream import StreamWriter
+from bdl.sampling.kept.stream import check_directory as check_stream
+from bdl.sampling.run.carry import Chains
 from bdl.sampling.samples import Samples
-from bdl.sampling.stream import StreamWriter
-from bdl.sampling.stream import check_directory as check_stream
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +117,7 @@ def _shown(name: str, value: Any) -> str:
 class Keep:
     """A run's sinks (module docstring). ``table``: the draws in memory (``None`` without
     ``keep_draws``); ``stream``: the stream writer; ``shapes``: the buffers' shapes
-    (:func:`bdl.sampling.draws.template`); ``run``: the run's fields of every ``Samples``.
+    (:func:`bdl.sampling.kept.buffers.template`); ``run``: the run's fields of every ``Samples``.
     The running evaluation's sums stay on the device (``bma``), its curve points on the host
     (``curve``, one array per call)."""
 
@@ -131,7 +132,8 @@ class Keep:
     ) -> None:
         self.settings = chosen
         # the convergence check's function-space values, computed on each chunk's draws while
-        # they are still on the device (bdl.sampling.convergence.run_monitor): (num, function)
+        # they are still on the device (bdl.sampling.verdict.convergence_check.run_monitor): (num,
+        # function)
         self._monitor = monitor if table is not None else None
         self._monitored: list[np.ndarray] = []  # on the host, (chain, draw, k) per call
         self._monitoring: tuple[Any, int] | None = None  # the last call's, still on the device

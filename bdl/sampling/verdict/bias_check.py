@@ -6,15 +6,16 @@ fails. The draws are kept whatever it says.
 
 **What is read.** The chains that never diverged, at their draws taken at a temperature above
 zero. At most :func:`coordinate_budget` coordinates (all of them for smaller models; otherwise
-the choice of :func:`bdl.sampling.monitored.chosen_coordinates`), at every kept draw; the
+the choice of :func:`bdl.sampling.verdict.monitored.chosen_coordinates`), at every kept draw; the
 gradient at :func:`gradient_draws` draws per chain, evenly spaced. A network's configurational
 temperature is summed over every coordinate.
 
 **Cost.** The full-data gradients cost at most :data:`COST_SHARE` of the run's own gradient
 work (each full-data gradient counts n/B minibatch gradients), never fewer than
 :data:`MIN_GRADIENT_DRAWS` nor more than :data:`MAX_GRADIENT_DRAWS` per chain; they are computed
-by the program the run-away check shares (:mod:`bdl.sampling.full_data`). The statistics are NumPy
-on the host, linear in draws × coordinates. ``benchmarks/bias_check.py`` measures the whole.
+by the program the run-away check shares (:mod:`bdl.sampling.verdict.full_data`). The statistics
+are NumPy on the host, linear in draws × coordinates. ``benchmarks/bias_check.py`` measures the
+whole.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ import numpy as np
 from bdl.compile.target import Target
 from bdl.diagnostics.bias import Bias, assess_bias
 from bdl.diagnostics.stein import stein_estimates
-from bdl.sampling.full_data import at_draws
-from bdl.sampling.monitored import chosen_coordinates, coordinate_columns, default_space
 from bdl.sampling.samples import BiasWarning, Samples
+from bdl.sampling.verdict.full_data import at_draws
+from bdl.sampling.verdict.monitored import chosen_coordinates, coordinate_columns, default_space
 
 __all__ = [
     "COST_SHARE",
@@ -163,7 +164,7 @@ def _gradients(
     """At draw ``draws`` of every chain of ``positions``: ∇U's coordinates ``chosen``
     ``(chains, len(draws), len(chosen))`` and (θ − θ̄_c)·∇U over every coordinate
     ``(chains, len(draws))``, θ̄_c the chain's mean (``centre``, one array per leaf), float64
-    (the program the run-away check shares, :func:`bdl.sampling.full_data.at_draws`)."""
+    (the program the run-away check shares, :func:`bdl.sampling.verdict.full_data.at_draws`)."""
     chains = np.shape(jax.tree.leaves(positions)[0])[0]
     rows = [(c, int(i)) for c in range(chains) for i in draws]
     centres = [[m[c] for m in centre] for c, _ in rows]

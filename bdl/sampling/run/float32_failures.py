@@ -1,7 +1,7 @@
 """Divergences that float32 causes: at the state where a chain failed, the full-data energy or
 its gradient is NaN or ±∞ in float32 and finite in float64.
 
-The divergence replay (:func:`bdl.sampling.divergence.located`) leaves each chain that failed at
+The divergence replay (:func:`bdl.sampling.run.failures.located`) leaves each chain that failed at
 the state whose step failed, and records the minibatch energy there. For the first chain of a
 call whose recorded energy is NaN or ±∞ (not a far-out chain, whose energy is finite),
 :func:`warn_if_float32` evaluates U(θ) and ∇U(θ) at that state in float64

@@ -1,6 +1,6 @@
 """Full-data energies and gradients at some of a run's draws: the one program that the checks
-after a run share, the run-away and heat tests (:mod:`bdl.sampling.runaway`) and the bias check
-(:mod:`bdl.sampling.bias`).
+after a run share, the run-away and heat tests (:mod:`bdl.sampling.verdict.runaway_check`) and the
+bias check (:mod:`bdl.sampling.verdict.bias_check`).
 
 :func:`at_draws` evaluates, at each given draw, U(θ), (θ − c)·∇U(θ) for a given centre c and
 some coordinates of ∇U(θ), with the full data, :data:`CHUNK` draws per call (the next power of

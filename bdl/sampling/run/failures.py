@@ -2,7 +2,7 @@
 
 In the sampling phase a draw's steps are checked only at its last step (diagnostics cost only
 where they are recorded); a chain that fails is frozen at the draw's start, its divergence step
-provisionally the draw's last (:mod:`bdl.sampling.program`). When a call leaves a chain newly
+provisionally the draw's last (:mod:`bdl.sampling.run.program`). When a call leaves a chain newly
 diverged, the draw is replayed from that start with every step checked — the same keys and
 minibatches — and the first failing step replaces the provisional one. Nothing of this runs
 unless a chain diverged: a healthy call costs one copy of a flag per chain to the host.
@@ -20,10 +20,10 @@ of θ and the chain freezes there for good. Every number stays finite, so the no
 never fires. Such a chain is flagged as diverged, at the step that took it out, when at a
 checked step (the same steps as the non-finite test) its minibatch energy is beyond
 
-    Ũ(θ_t) > Ū₀ + :data:`~bdl.sampling.carry.NOISE_SDS`·s₀ + :data:`FAR_OUT_FACTOR`·(d + 1)·T*,
+    Ũ(θ_t) > Ū₀ + :data:`~bdl.sampling.run.carry.NOISE_SDS`·s₀ + :data:`FAR_OUT_FACTOR`·(d + 1)·T*,
 
 where Ū₀ and s₀ are the mean and standard deviation of its minibatch energy over
-:data:`~bdl.sampling.carry.REFERENCE_BATCHES` minibatches at its start (the minibatches of its
+:data:`~bdl.sampling.run.carry.REFERENCE_BATCHES` minibatches at its start (the minibatches of its
 first steps; s₀ = 0 with full batches), d the dimension of θ, and T* the hottest temperature of
 the target's schedule over the run (no test when T* = 0: optimisation, not sampling).
 
@@ -56,8 +56,8 @@ step after which the state is beyond; ``samples.valid`` drops its draw). Like th
 test, the far-out test sees only the checked steps: a chain that leaves and comes back between
 two of them is not flagged, and one whose noisy energy hovers at the limit is flagged at its
 first crossing inside the draw that found it. The reference costs
-:data:`~bdl.sampling.carry.REFERENCE_BATCHES` minibatch energies per chain in the run's first
-call (:func:`bdl.sampling.carry.with_reference`); a checked step, one comparison. Measured
+:data:`~bdl.sampling.run.carry.REFERENCE_BATCHES` minibatch energies per chain in the run's first
+call (:func:`bdl.sampling.run.carry.with_reference`); a checked step, one comparison. Measured
 false alarms: none in 45 healthy runs (docs/sampling.md, "Far-out chains").
 """
 
@@ -72,9 +72,9 @@ import numpy as np
 from bdl.compile.start_check import cannot_start, explain_start, start_is_finite
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
-from bdl.sampling.carry import NOISE_SDS, Chains
-from bdl.sampling.float32_divergence import warn_if_float32
-from bdl.sampling.program import Programs
+from bdl.sampling.run.carry import NOISE_SDS, Chains
+from bdl.sampling.run.float32_failures import warn_if_float32
+from bdl.sampling.run.program import Programs
 from bdl.utils.owner_jit import owner_jit
 
 #: the far-out margin in units of (d + 1)·T*: module docstring

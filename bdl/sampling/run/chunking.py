@@ -1,6 +1,6 @@
 """How many steps each call of the compiled loop runs: the chunking policy.
 
-A run is cut into calls of one compiled program (:mod:`bdl.sampling.program`); Python sees
+A run is cut into calls of one compiled program (:mod:`bdl.sampling.run.program`); Python sees
 Ctrl-C and writes checkpoints between calls, and the draws never depend on the cut (every key is
 ``fold_in(chain key, t)``). A policy says how long the next call may be, in steps
 (:meth:`ChunkPolicy.budget`), and hears how long the last one took (:meth:`ChunkPolicy.record`).

@@ -23,7 +23,7 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from bdl.sampling.layout import CHAIN, DATA
+from bdl.sampling.run.layout import CHAIN, DATA
 from bdl.utils.identity_map import WeakIdentityMap
 
 

@@ -6,9 +6,9 @@ the seed before the chains are split over devices (``split(key, num_chains)[c]``
 key on any layout), so a chain has the same start, random numbers and minibatches on any
 layout. Under ``vmap`` XLA compiles a device's step for its number of chains, which can change
 the rounding; with the chains in turn every device runs the same per-chain program
-(:func:`bdl.sampling.program.in_turn`), and on a mesh of chains only each device is given the
+(:func:`bdl.sampling.run.program.in_turn`), and on a mesh of chains only each device is given the
 one-device program for its block of chains rather than a share of one partitioned program
-(:mod:`bdl.sampling.dispatch`), so that the run is bitwise one device's (docs/scaling.md).
+(:mod:`bdl.sampling.run.dispatch`), so that the run is bitwise one device's (docs/scaling.md).
 
 The optional ``data`` axis splits every minibatch: with D devices on it, device d evaluates the
 minibatch energy on its share B_d of |B|/D examples, at full-data scale,

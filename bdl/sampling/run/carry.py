@@ -4,7 +4,7 @@ A chain fails (:func:`mark`) when a step gives a non-finite energy, gradient or 
 the minibatch energy Ũ of its state is beyond its far-out limit, ``reference + margin``
 (:func:`far_out`): ``reference`` is the energy measured at its start plus an allowance for the
 minibatch noise (:func:`start_reference`), ``margin`` the thermal bound of
-:mod:`bdl.sampling.divergence`, which derives both.
+:mod:`bdl.sampling.run.failures`, which derives both.
 """
 
 from __future__ import annotations

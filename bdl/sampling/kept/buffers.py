@@ -1,7 +1,7 @@
 """The draws a run records: the device buffers a chunk writes them to, the host table a run
 keeps them in, and the :class:`Samples` made from it.
 
-A chunk program (:mod:`bdl.sampling.program`) records each draw's state into buffers laid out
+A chunk program (:mod:`bdl.sampling.run.program`) records each draw's state into buffers laid out
 as ``Samples`` holds draws, chain-major: what a draw holds (``kernel.collect``) and the step's
 ``Info`` (float32) as ``(chain, row, ...)``, and whether the step was a sample
 (``kernel.is_sample``) and its index as ``(row,)`` — :class:`Records`. The buffers are donated
@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from bdl.kernels.base import Info, Kernel
-from bdl.sampling.carry import Chains
+from bdl.sampling.run.carry import Chains
 from bdl.sampling.samples import Samples
 from bdl.utils.identity_map import PairMemo
 

@@ -1,5 +1,5 @@
-"""``bdl.load_samples``: the :class:`Samples` of a samples file (:mod:`bdl.sampling.reading`)
-or of a directory a streamed run wrote (:mod:`bdl.sampling.stream`)."""
+"""``bdl.load_samples``: the :class:`Samples` of a samples file (:mod:`bdl.sampling.kept.reading`)
+or of a directory a streamed run wrote (:mod:`bdl.sampling.kept.stream`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bdl.sampling import stream
-from bdl.sampling.reading import read_samples
+from bdl.sampling.kept import stream
+from bdl.sampling.kept.reading import read_samples
 from bdl.sampling.samples import Samples
 
 PyTree = Any
@@ -20,7 +20,7 @@ def load_samples(path: str | os.PathLike, *, like: PyTree | None = None) -> Samp
     Args:
         path: a ``.npz`` or ``.nc`` file written by ``Samples.save`` (or ``bdl sample --out``),
             or a directory that ``bdl.sample(..., stream_to=DIR)`` wrote (its parts are joined;
-            :func:`bdl.sampling.stream.iter_parts` reads them one at a time).
+            :func:`bdl.sampling.kept.stream.iter_parts` reads them one at a time).
         like: a pytree with the positions' structure, e.g. ``compiled.initial_position``.
             Dicts, lists, tuples and named tuples are restored from the file alone; other pytree
             nodes (an Equinox module's parameters) cannot be rebuilt without their class and are

@@ -1,0 +1,1 @@
+"""Checkpoints of a running sample: their contents, their policy and their lock."""

@@ -33,6 +33,7 @@ from bdl.sampling.kept.keeper import Keep
 from bdl.sampling.kept.provenance import run_meta
 from bdl.sampling.kept.stream import StreamWriter
 from bdl.sampling.run import loop as looping
+from bdl.sampling.run.ahead import compile_ahead, stand_ins
 from bdl.sampling.run.argument_checks import check_run, check_schedules, check_start
 from bdl.sampling.run.failures import refuse_bad_starts, start_explanation
 from bdl.sampling.run.layout import Layout, resolve
@@ -40,7 +41,7 @@ from bdl.sampling.run.loop_options import LoopOptions
 from bdl.sampling.run.loop_options import resolve as resolve_loop
 from bdl.sampling.run.program import Programs
 from bdl.sampling.run.progress import Progress
-from bdl.sampling.run.start import start_chains
+from bdl.sampling.run.start import start_chains, start_shapes
 from bdl.sampling.samples import DivergenceWarning, Samples
 from bdl.sampling.verdict.convergence_check import checked, run_monitor
 from bdl.sampling.verdict.runaway_check import flag_runaway
@@ -216,18 +217,24 @@ def sample(
 
     key = jax.random.key(seed)
     warmup = WarmUp(bound) if adapting else None
-    chains, chain_keys = start_chains(
-        target, bound, warmup, key, num_chains, init, (layout.start, layout.stop)
-    )
-    chains, chain_keys = layout.shard(chains), layout.shard(chain_keys)
+    block = (layout.start, layout.stop)
+    chain_shapes, key_shapes = start_shapes(target, bound, warmup, key, num_chains, init, block)
     owners = (kernel, target)  # the draw's shapes are traced once per kernel and target
-    rows = _buffer_rows(draw_buffers.template(bound, chains.states, 1, owners), num_draws)
-    shapes = draw_buffers.template(bound, chains.states, rows, owners)
+    rows = _buffer_rows(draw_buffers.template(bound, chain_shapes.states, 1, owners), num_draws)
+    shapes = draw_buffers.template(bound, chain_shapes.states, rows, owners)
     buffers = _placed(draw_buffers.zeros(shapes), layout)
-    programs = Programs(
-        target, bound, warmup, chain_keys, layout, key, rows,
-        options.convolutions, options.chains_in_turn and num_chains > 1, options.block, thin,
-    )  # fmt: skip
+    in_turn = options.chains_in_turn and num_chains > 1
+    built = (layout, key, rows, options.convolutions, in_turn, options.block, thin)
+    ahead = None  # the first call's program, compiled while the start's compiles and runs
+    if saved is None and layout.mesh is None and layout.processes == 1:
+        keys = stand_ins(key_shapes, key)
+        warming = schedule is not None and min(burn_in, schedule.end) > 0
+        if keys is not None:
+            ahead = Programs(target, bound, warmup, keys, *built)
+            ahead = compile_ahead(ahead, chain_shapes, buffers, warming)
+    chains, chain_keys = start_chains(target, bound, warmup, key, num_chains, init, block)
+    chains, chain_keys = layout.shard(chains), layout.shard(chain_keys)
+    programs = Programs(target, bound, warmup, chain_keys, *built)
     run = draw_buffers.RunFields(bound, meta, warmup, shapes)
     table = draw_buffers.DrawTable(shapes, num_draws) if kept.keep_draws else None
     stream = None if kept.stream_to is None else StreamWriter(kept.stream_to, checkpoint_every)
@@ -250,6 +257,8 @@ def sample(
     check = None  # a resumed run's start was checked when it began
     if saved is None:
         check = partial(refuse_bad_starts, target, bound, first=layout.start)
+    if ahead is not None:
+        ahead.join()
     end, interrupted = looping.run(
         programs, plan, start, schedule, options.chunks, sinks, writer, meter, check
     )

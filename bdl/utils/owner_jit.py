@@ -114,6 +114,13 @@ class OwnerJit(Generic[P, R]):
         donated = kwargs.pop(self._donate)
         return jitted.lower((args, kwargs), donated)
 
+    def output_shapes(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        """The shapes and dtypes (``jax.ShapeDtypeStruct`` leaves) of what a call with these
+        arguments returns, from its program lowered (nothing is compiled; a later call reuses
+        the trace and the lowering)."""
+        lowered = self.lower(*args, **kwargs)
+        return lowered.postprocess(lowered.lowered.out_info)
+
     def _count_release(self) -> None:
         self._released += 1
 

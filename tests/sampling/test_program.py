@@ -112,6 +112,34 @@ def test_a_run_compiles_two_programs_or_three_when_adapted(name, programs, block
     assert counter.count - len(run) == 1, counter.names
 
 
+@pytest.mark.parametrize("name", ["fixed", "adapted"])
+def test_the_first_chunk_program_compiles_while_the_start_does(name):
+    """The first call's chunk program (warm-up's when adapted) is compiled in a thread of its
+    own while the start's compiles, from stand-ins of the start's shapes, and the loop's call
+    finds it: the run compiles each program once, and the draws are those of a second run,
+    which compiles nothing."""
+    import threading
+
+    target = _fresh_target()
+    kernel = bdl.kernels.get("sghmc", **({"step_size": 1e-2} if name == "fixed" else {}))
+    threads: list[tuple[str, str]] = []
+
+    def listen(event: str, duration: float, **kwargs) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            threads.append((str(kwargs.get("fun_name")), threading.current_thread().name))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    args = dict(num_steps=300, burn_in=200, thin=5, num_chains=2, seed=1, progress=False)
+    first = bdl.sample(target, kernel, **args)
+    chunks = [thread for fun, thread in threads if "compiled_chunk" in fun]
+    assert chunks[0] == "bdl-compile-ahead", threads
+    assert len(chunks) == (2 if name == "adapted" else 1), threads
+    threads.clear()
+    second = bdl.sample(target, kernel, **args)
+    assert not threads
+    np.testing.assert_array_equal(first.positions["net"]["w"], second.positions["net"]["w"])
+
+
 def test_sampling_many_targets_holds_a_bounded_number_of_programs(monkeypatch):
     """A plain module-level ``eqx.filter_jit`` would hold one sampling program per target."""
     import gc

@@ -44,6 +44,7 @@ from bdl.sampling.run.progress import Progress
 from bdl.sampling.run.start import start_chains, start_shapes
 from bdl.sampling.samples import DivergenceWarning, Samples
 from bdl.sampling.verdict.convergence_check import checked, run_monitor
+from bdl.sampling.verdict.monitored import lower_monitor
 from bdl.sampling.verdict.runaway_check import flag_runaway
 from bdl.sampling.warmup import Schedule, WarmUp, needs_adaptation
 
@@ -225,20 +226,24 @@ def sample(
     buffers = _placed(draw_buffers.zeros(shapes), layout)
     in_turn = options.chains_in_turn and num_chains > 1
     built = (layout, key, rows, options.convolutions, in_turn, options.block, thin)
+    monitor = run_monitor(target, num_chains, num_draws) if kept.keep_draws else None
     ahead = None  # the first call's program, compiled while the start's compiles and runs
-    if saved is None and layout.mesh is None and layout.processes == 1:
-        keys = stand_ins(key_shapes, key)
+    alone = saved is None and layout.mesh is None and layout.processes == 1
+    keys = stand_ins(key_shapes, key) if alone else None
+    if keys is not None:
         warming = schedule is not None and min(burn_in, schedule.end) > 0
-        if keys is not None:
-            ahead = Programs(target, bound, warmup, keys, *built)
-            ahead = compile_ahead(ahead, chain_shapes, buffers, warming)
+        then = []  # and then the programs that the kept draws' checks call
+        if monitor is not None:
+            positions = stand_ins(shapes.collected["position"], key)
+            then.append(partial(lower_monitor, target, positions, monitor[0]))
+        first = Programs(target, bound, warmup, keys, *built)
+        ahead = compile_ahead(first, chain_shapes, buffers, warming, then)
     chains, chain_keys = start_chains(target, bound, warmup, key, num_chains, init, block)
     chains, chain_keys = layout.shard(chains), layout.shard(chain_keys)
     programs = Programs(target, bound, warmup, chain_keys, *built)
     run = draw_buffers.RunFields(bound, meta, warmup, shapes)
     table = draw_buffers.DrawTable(shapes, num_draws) if kept.keep_draws else None
     stream = None if kept.stream_to is None else StreamWriter(kept.stream_to, checkpoint_every)
-    monitor = run_monitor(target, num_chains, num_draws) if table is not None else None
     sinks = Keep(kept, table, stream, shapes, run, monitor)
     t, parts = 0, 0
     if saved is not None:
@@ -258,7 +263,7 @@ def sample(
     if saved is None:
         check = partial(refuse_bad_starts, target, bound, first=layout.start)
     if ahead is not None:
-        ahead.join()
+        ahead.wait()
     end, interrupted = looping.run(
         programs, plan, start, schedule, options.chunks, sinks, writer, meter, check
     )

@@ -9,7 +9,9 @@ program of the loop's first call in a thread, from stand-in arguments of the sta
 shapes (zeros on the host; nothing runs), while the main thread compiles and runs the start;
 the loop's first call then finds the program in JAX's cache. The program is the one that call
 would compile, so the draws are the same; a stand-in that does not match (a shape or dtype the
-start does not produce) costs a compilation and changes nothing else.
+start does not produce) costs a compilation and changes nothing else. The same thread then
+compiles programs that the run calls later on its kept draws (a network's predictions, which
+the convergence check reads), while the first calls run.
 
 Only a run of one process on one device, from its start (not resumed), compiles ahead: the
 programs of a mesh are placed by their arguments' shardings, which stand-ins do not have.
@@ -17,7 +19,9 @@ programs of a mesh are placed by their arguments' shardings, which stand-ins do 
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -28,13 +32,20 @@ from bdl.sampling.run.program import Lengths, Phase, Programs, lower_chunk
 
 
 def compile_ahead(
-    programs: Programs, chains: Any, buffers: Records, warming: bool
-) -> threading.Thread | None:
+    programs: Programs,
+    chains: Any,
+    buffers: Records,
+    warming: bool,
+    then: Sequence[Callable[[], Any]] = (),
+) -> threading.Event | None:
     """Compile, in a thread, the program of the loop's first call: warm-up's when ``warming``,
     else the sampling program writing into ``buffers`` (the first call's own; lowering reads
     only their shapes). ``chains``: the shapes of the start's chains (``jax.eval_shape``), and
-    ``programs`` built with stand-in chain keys. Returns the thread (join it before the first
-    call), or ``None`` where no stand-in can be made (a key of another implementation)."""
+    ``programs`` built with stand-in chain keys. ``then``: functions returning other programs
+    of the run lowered, compiled after it in the same thread (while the first calls run).
+    Returns an event set once the first program is compiled (wait for it before the first
+    call; the compilations after it go on), or ``None`` where no stand-in can be made (a key
+    of another implementation)."""
     standing = stand_ins(chains, programs.run_key)
     if standing is None:
         return None
@@ -45,15 +56,19 @@ def compile_ahead(
         lengths, programs.shape(phase), programs.layout, programs.run_key,
     )  # fmt: skip
 
-    def compile_program() -> None:
-        try:
-            lower_chunk(*args, None, None if warming else buffers).compile()
-        except Exception:  # the loop's own call compiles again and raises it there
-            return
+    first = threading.Event()
 
-    thread = threading.Thread(target=compile_program, name="bdl-compile-ahead", daemon=True)
+    def compile_programs() -> None:
+        lowerings = [lambda: lower_chunk(*args, None, None if warming else buffers), *then]
+        for lowering in lowerings:
+            # a program that fails here is compiled again by its own call, which raises there
+            with contextlib.suppress(Exception):
+                lowering().compile()
+            first.set()
+
+    thread = threading.Thread(target=compile_programs, name="bdl-compile-ahead", daemon=True)
     thread.start()
-    return thread
+    return first
 
 
 def stand_ins(shapes: Any, key: jax.Array) -> Any:

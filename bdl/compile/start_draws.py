@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.distributions.transforms import Transform, biject_to
 
-from bdl.dsl.hierarchical import HyperGroup
+from bdl.dsl.hierarchical import HyperGroup, assemble_hyper
 from bdl.utils.dtypes import float_dtype
 from bdl.utils.trees import path_to_str
 
@@ -61,13 +61,7 @@ def hyper_draw(groups: tuple[HyperGroup, ...], key: jax.Array) -> PyTree:
                 for kk, (k, p) in zip(keys, g.spec.hyper_priors.items(), strict=True)
             }
         )
-    tree: dict[str, Any] = {}  # by name, and by leaf for per-leaf groups
-    for g, v in zip(groups, values, strict=True):
-        if g.leaf is None:
-            tree[g.spec.name] = v
-        else:
-            tree.setdefault(g.spec.name, {})[g.leaf] = v
-    return tree
+    return assemble_hyper(groups, values)
 
 
 def site_draw(

@@ -286,7 +286,16 @@ def hyper_groups(priors: tuple[LeafPrior, ...]) -> tuple[HyperGroup, ...]:
     return tuple(groups.values())
 
 
-def _assemble(groups: tuple[HyperGroup, ...], values: list[dict[str, jax.Array]]) -> PyTree:
+def assemble_hyper(groups: tuple[HyperGroup, ...], values: list[dict[str, jax.Array]]) -> PyTree:
+    """The hyper-parameter tree of per-group values.
+
+    Args:
+        groups: the model's hyper-parameter groups.
+        values: each group's hyper-parameters by name, in the order of ``groups``.
+
+    Returns:
+        The hyper-parameters, by group name (and by leaf for a per-leaf group).
+    """
     tree: dict[str, Any] = {}
     for g, v in zip(groups, values, strict=True):
         if g.leaf is None:
@@ -307,7 +316,7 @@ def _init_value(prior: dist.Distribution) -> float:
 def initial_hyper(groups: tuple[HyperGroup, ...]) -> PyTree:
     """Constrained starting values: 1 for a scale or precision whose support holds it (as
     learned likelihood scales), else the image of u = 0."""
-    return _assemble(
+    return assemble_hyper(
         groups,
         [
             {
@@ -320,7 +329,7 @@ def initial_hyper(groups: tuple[HyperGroup, ...]) -> PyTree:
 
 
 def constrain_hyper(groups: tuple[HyperGroup, ...], u: PyTree) -> PyTree:
-    return _assemble(
+    return assemble_hyper(
         groups,
         [
             {k: biject_to(p.support)(g.get(u)[k]) for k, p in g.spec.hyper_priors.items()}
@@ -330,7 +339,7 @@ def constrain_hyper(groups: tuple[HyperGroup, ...], u: PyTree) -> PyTree:
 
 
 def unconstrain_hyper(groups: tuple[HyperGroup, ...], v: PyTree) -> PyTree:
-    return _assemble(
+    return assemble_hyper(
         groups,
         [
             {
@@ -366,4 +375,4 @@ def sample_hyper(groups: tuple[HyperGroup, ...], key: jax.Array) -> PyTree:
                 for kk, (k, p) in zip(keys, g.spec.hyper_priors.items(), strict=True)
             }
         )
-    return _assemble(groups, values)
+    return assemble_hyper(groups, values)

@@ -1,4 +1,4 @@
-"""Writing files so that a reader never sees half of one."""
+"""Writing files so that a reader never sees half of one; checking the directories they go to."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -44,3 +45,44 @@ def _umask() -> int:
     mask = os.umask(0o22)
     os.umask(mask)
     return mask
+
+
+def directory_argument(directory: Any, name: str, holds: str) -> Path:
+    """``directory`` as a Path, checked to be a path and not a file (it may not exist yet).
+
+    Args:
+        directory: the argument as given.
+        name: the argument's name, for the messages.
+        holds: what the directory is for, e.g. ``"the draws"``, for the messages.
+
+    Returns:
+        The directory's path.
+
+    Raises:
+        TypeError: ``directory`` is not a path.
+        ValueError: ``directory`` is a file.
+    """
+    if not isinstance(directory, str | os.PathLike):
+        raise TypeError(f"{name} must be a directory path; got {type(directory).__name__}.")
+    path = Path(directory)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{name}={str(path)!r} is a file; give a directory for {holds}.")
+    return path
+
+
+def check_writable(path: Path, name: str) -> None:
+    """Raises unless ``path``'s nearest existing directory (itself, or the closest parent) is
+    writable, so that ``path`` can be created or written in.
+
+    Args:
+        path: the directory to write in.
+        name: the argument's name, for the message.
+
+    Raises:
+        ValueError: the nearest existing directory is not writable.
+    """
+    parent = path if path.exists() else path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"{name}={str(path)!r}: {parent} is not writable.")

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import zipfile
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -33,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bdl.utils.files import atomic_path
+from bdl.utils.files import atomic_path, check_writable, directory_argument
 
 #: the layout written by this version of bdl; other formats are refused (format 1 carried each
 #: chain's epoch permutation in its minibatch stream, which later streams no longer hold; format
@@ -203,14 +202,6 @@ def read(directory: Path) -> Checkpoint:
 def check_directory(directory: Any, name: str) -> Path:
     """``directory`` as a Path that can hold a checkpoint (created if missing), before any
     compilation."""
-    if not isinstance(directory, str | os.PathLike):
-        raise TypeError(f"{name} must be a directory path; got {type(directory).__name__}.")
-    path = Path(directory)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{name}={str(path)!r} is a file; give a directory for the checkpoint.")
-    parent = path if path.exists() else path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not os.access(parent, os.W_OK):
-        raise ValueError(f"{name}={str(path)!r}: {parent} is not writable.")
+    path = directory_argument(directory, name, "the checkpoint")
+    check_writable(path, name)
     return path

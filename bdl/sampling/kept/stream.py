@@ -35,6 +35,7 @@ import numpy as np
 from bdl.sampling.kept.reading import read_samples
 from bdl.sampling.kept.writing import SamplesFileError, save_npz
 from bdl.sampling.samples import Samples
+from bdl.utils.files import check_writable, directory_argument
 
 INDEX = "run.npz"
 FORMAT = "bdl.SampleStream"
@@ -53,21 +54,13 @@ def is_stream(path: str | os.PathLike) -> bool:
 
 def check_directory(directory: Any, *, resuming: bool = False) -> Path:
     """``directory`` as a Path that can hold a stream, checked before anything is compiled."""
-    if not isinstance(directory, str | os.PathLike):
-        raise TypeError(f"stream_to must be a directory path; got {type(directory).__name__}.")
-    path = Path(directory)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"stream_to={str(path)!r} is a file; give a directory for the draws.")
+    path = directory_argument(directory, "stream_to", "the draws")
     if path.is_dir() and any(path.iterdir()) and not resuming:
         raise ValueError(
             f"stream_to={str(path)!r} is not empty; give a new or empty directory (a resumed "
             "run goes on streaming into the directory it streamed to)."
         )
-    parent = path if path.exists() else path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not os.access(parent, os.W_OK):
-        raise ValueError(f"stream_to={str(path)!r}: {parent} is not writable.")
+    check_writable(path, "stream_to")
     return path
 
 

@@ -30,7 +30,12 @@ from bdl.compile.target import Target
 from bdl.diagnostics.bias import Bias, assess_bias
 from bdl.diagnostics.stein import stein_estimates
 from bdl.sampling.samples import BiasWarning, Samples
-from bdl.sampling.verdict.full_data import at_draws
+from bdl.sampling.verdict.full_data import (
+    afforded_draws,
+    at_draws,
+    check_arguments,
+    temperatures,
+)
 from bdl.sampling.verdict.monitored import chosen_coordinates, coordinate_columns, default_space
 
 __all__ = [
@@ -64,9 +69,7 @@ def gradient_draws(target: Target, steps: int, draws: int) -> int:
     """How many draws per chain get a full-data gradient: worth at most :data:`COST_SHARE` of
     ``steps`` minibatch gradients, within [:data:`MIN_GRADIENT_DRAWS`,
     :data:`MAX_GRADIENT_DRAWS`], and at most ``draws``."""
-    batch = int(getattr(target, "batch_size", target.n) or target.n)
-    afford = int(COST_SHARE * steps * batch / max(target.n, 1))
-    return int(min(draws, MAX_GRADIENT_DRAWS, max(MIN_GRADIENT_DRAWS, afford)))
+    return afforded_draws(target, steps, draws, COST_SHARE, MIN_GRADIENT_DRAWS, MAX_GRADIENT_DRAWS)
 
 
 def coordinate_budget(chains: int, draws: int) -> int:
@@ -90,17 +93,11 @@ def check_bias(samples: Samples, target: Target) -> Bias | None:
     Raises:
         TypeError: ``samples`` is not a :class:`bdl.Samples` or ``target`` not a compiled target.
     """
-    if not isinstance(samples, Samples):
-        raise TypeError(f"check_bias needs a bdl.Samples; got {type(samples).__name__}.")
-    if not isinstance(target, Target):
-        raise TypeError(
-            "check_bias(target=...) must be the compiled model the draws came from; got "
-            f"{type(target).__name__}."
-        )
+    check_arguments(samples, target, "check_bias")
     healthy = np.asarray(samples.healthy_chains)
     if not samples.kept_draws or samples.num_draws == 0 or healthy.size == 0:
         return None
-    temperature = _temperatures(samples, target)[healthy]
+    temperature = temperatures(samples, target)[healthy]
     hot = np.flatnonzero(np.all(temperature > 0, axis=0))  # draws at T > 0 in every chain
     if hot.size < 4:
         return None
@@ -146,16 +143,6 @@ def warn_bias(verdict: Bias | None, stacklevel: int) -> None:
     """A :class:`BiasWarning` with the verdict's report when it failed."""
     if verdict is not None and not verdict.ok:
         warnings.warn(verdict.report(), BiasWarning, stacklevel=stacklevel + 1)
-
-
-def _temperatures(samples: Samples, target: Target) -> np.ndarray:
-    """T_t of every draw, (chains, draws): the recorded one, else the target's constant T."""
-    shape = (samples.num_chains, samples.num_draws)
-    recorded = samples.info.get("temperature")
-    if recorded is not None and np.shape(recorded) == shape:
-        return np.asarray(recorded, np.float64)
-    constant = target.constant_temperature()
-    return np.full(shape, 0.0 if constant is None else float(constant))
 
 
 def _gradients(

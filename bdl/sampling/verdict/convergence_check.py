@@ -187,28 +187,28 @@ def checked(samples: Any, target: Any, monitored: Any = None) -> Any:
     try:
         verdict = check_convergence(samples, target, monitored=monitored)
     except Exception as err:  # the draws matter more than their check
-        warnings.warn(
-            f"the convergence check of the draws failed ({type(err).__name__}: {err}); "
-            "samples.convergence is None. Check them with bdl.sampling.check_convergence.",
-            RuntimeWarning,
-            stacklevel=_caller(),
-        )
+        _warn_failed("convergence", err, "samples.convergence", "check_convergence")
         return samples
     if verdict is not None and target is not None:
         try:
             verdict = verdict.with_bias(check_bias(samples, target))
         except Exception as err:  # the draws matter more than their check
-            warnings.warn(
-                f"the bias check of the draws failed ({type(err).__name__}: {err}); "
-                "samples.convergence.bias is None. Check them with bdl.sampling.check_bias.",
-                RuntimeWarning,
-                stacklevel=_caller(),
-            )
+            _warn_failed("bias", err, "samples.convergence.bias", "check_bias")
     if verdict is not None and not verdict.mixing_ok:
         warnings.warn(verdict.report(), ConvergenceWarning, stacklevel=_caller())
     if verdict is not None:
         warn_bias(verdict.bias, _caller())
     return dataclasses.replace(samples, convergence=verdict)
+
+
+def _warn_failed(check: str, err: Exception, field: str, function: str) -> None:
+    """A ``RuntimeWarning`` that ``check`` raised ``err``, so that ``field`` is ``None``."""
+    warnings.warn(
+        f"the {check} check of the draws failed ({type(err).__name__}: {err}); "
+        f"{field} is None. Check them with bdl.sampling.{function}.",
+        RuntimeWarning,
+        stacklevel=_caller(),
+    )
 
 
 def _caller() -> int:

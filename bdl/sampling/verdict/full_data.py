@@ -7,6 +7,8 @@ some coordinates of ∇U(θ), with the full data, :data:`CHUNK` draws per call (
 two of them when there are fewer). The coordinates are padded to a width fixed per target
 (:func:`width`), so the two checks call one program with the same shapes, compiled once per
 target (and call size), and compiled for a program that runs once (:mod:`bdl.utils.owner_jit`).
+The two checks also share their argument check (:func:`check_arguments`), how many draws they
+can afford (:func:`afforded_draws`) and the temperature of each draw (:func:`temperatures`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bdl.compile.target import Target
+from bdl.sampling.samples import Samples
 from bdl.utils.owner_jit import owner_jit
 
 PyTree = Any
@@ -35,6 +38,66 @@ class AtDraws(NamedTuple):
     energy: np.ndarray
     dot: np.ndarray
     grad: np.ndarray
+
+
+def check_arguments(samples: Any, target: Any, name: str) -> None:
+    """Raises unless ``samples`` are draws and ``target`` a compiled target.
+
+    Args:
+        samples: the draws given to the check.
+        target: the target given to the check.
+        name: the check's name, for the messages.
+
+    Raises:
+        TypeError: ``samples`` is not a :class:`bdl.Samples` or ``target`` not a compiled target.
+    """
+    if not isinstance(samples, Samples):
+        raise TypeError(f"{name} needs a bdl.Samples; got {type(samples).__name__}.")
+    if not isinstance(target, Target):
+        raise TypeError(
+            f"{name}(target=...) must be the compiled model the draws came from; got "
+            f"{type(target).__name__}."
+        )
+
+
+def afforded_draws(
+    target: Target, steps: int, draws: int, share: float, least: int, most: int
+) -> int:
+    """How many draws per chain a check evaluates with the full data: worth at most ``share`` of
+    ``steps`` minibatch gradients, within [``least``, ``most``], and at most ``draws``.
+
+    Args:
+        target: the compiled model or potential.
+        steps: the run's steps.
+        draws: the draws per chain there are to choose from.
+        share: the share of the run's gradient work the check may spend.
+        least: the fewest draws per chain (above ``share``).
+        most: the most draws per chain.
+
+    Returns:
+        The number of draws per chain.
+    """
+    batch = int(getattr(target, "batch_size", target.n) or target.n)
+    afford = int(share * steps * batch / max(target.n, 1))
+    return int(min(draws, most, max(least, afford)))
+
+
+def temperatures(samples: Samples, target: Target) -> np.ndarray:
+    """T_t of every draw, (chains, draws): the recorded one, else the target's constant T.
+
+    Args:
+        samples: the draws of a run.
+        target: the compiled model or potential they came from.
+
+    Returns:
+        The temperatures, float64.
+    """
+    shape = (samples.num_chains, samples.num_draws)
+    recorded = samples.info.get("temperature")
+    if recorded is not None and np.shape(recorded) == shape:
+        return np.asarray(recorded, np.float64)
+    constant = target.constant_temperature()
+    return np.full(shape, 0.0 if constant is None else float(constant))
 
 
 def width(size: int) -> int:

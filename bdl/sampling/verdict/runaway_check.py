@@ -29,7 +29,12 @@ import numpy as np
 from bdl.compile.target import Target
 from bdl.diagnostics.runaway import MIN_DRAWS, growth, heat
 from bdl.sampling.samples import RunawayWarning, Samples
-from bdl.sampling.verdict.full_data import at_draws
+from bdl.sampling.verdict.full_data import (
+    afforded_draws,
+    at_draws,
+    check_arguments,
+    temperatures,
+)
 
 __all__ = [
     "COST_SHARE",
@@ -54,9 +59,7 @@ def heat_draws(target: Target, steps: int, draws: int) -> int:
     """How many draws per chain the heat test reads: full-data gradients worth at most
     :data:`COST_SHARE` of ``steps`` minibatch gradients, within
     [:data:`MIN_HEAT_DRAWS`, :data:`MAX_HEAT_DRAWS`], and at most ``draws``."""
-    batch = int(getattr(target, "batch_size", target.n) or target.n)
-    afford = int(COST_SHARE * steps * batch / max(target.n, 1))
-    return int(min(draws, MAX_HEAT_DRAWS, max(MIN_HEAT_DRAWS, afford)))
+    return afforded_draws(target, steps, draws, COST_SHARE, MIN_HEAT_DRAWS, MAX_HEAT_DRAWS)
 
 
 def runaway_chains(
@@ -77,13 +80,7 @@ def runaway_chains(
     Raises:
         TypeError: ``samples`` is not a :class:`bdl.Samples` or ``target`` not a compiled target.
     """
-    if not isinstance(samples, Samples):
-        raise TypeError(f"runaway_chains needs a bdl.Samples; got {type(samples).__name__}.")
-    if not isinstance(target, Target):
-        raise TypeError(
-            "runaway_chains(target=...) must be the compiled model the draws came from; got "
-            f"{type(target).__name__}."
-        )
+    check_arguments(samples, target, "runaway_chains")
     chains, draws = samples.num_chains, samples.num_draws
     if not samples.kept_draws or draws == 0 or chains == 0:
         return None
@@ -95,7 +92,7 @@ def runaway_chains(
     tested = [c for c in range(chains) if not samples.diverged[c]]
     size = sum(int(np.prod(np.shape(a)[2:])) for a in jax.tree.leaves(samples.positions))
     found: dict[int, list[tuple[int, str]]] = {c: [] for c in tested}
-    temperature = _temperatures(samples, target)
+    temperature = temperatures(samples, target)
     count = heat_draws(target, samples.steps_done, draws)
     picks = {c: _spread(np.flatnonzero(temperature[c] > 0), count) for c in tested}
     picks = {c: p for c, p in picks.items() if p.size >= 4}
@@ -160,16 +157,6 @@ def _norms(positions: Any, chain: int, draws: np.ndarray) -> np.ndarray:
         a = np.asarray(np.asarray(leaf)[chain, draws], np.float64)
         total = total + np.sum(np.square(a.reshape(a.shape[0], -1)), axis=-1)
     return np.sqrt(total)
-
-
-def _temperatures(samples: Samples, target: Target) -> np.ndarray:
-    """T_t of every draw, (chains, draws): the recorded one, else the target's constant T."""
-    shape = (samples.num_chains, samples.num_draws)
-    recorded = samples.info.get("temperature")
-    if recorded is not None and np.shape(recorded) == shape:
-        return np.asarray(recorded, np.float64)
-    constant = target.constant_temperature()
-    return np.full(shape, 0.0 if constant is None else float(constant))
 
 
 def _spread(indices: np.ndarray, count: int) -> np.ndarray:

@@ -46,7 +46,7 @@ import numpy as np
 import numpyro.distributions as dist
 
 from bdl.dsl.priors import Distribution, LeafInfo, LeafPrior, Prior
-from bdl.utils.arguments import shown, suggestion
+from bdl.utils.arguments import finite_array, shown, suggestion
 
 #: where a bounded draw of ``sample_given`` may come no closer to a finite bound (in units of
 #: b − a), so that its unconstrained coordinate stays finite in float32
@@ -147,20 +147,17 @@ def _bound(value: Any, name: str) -> Any:
     """A bound as declared: ``None``, a function of the parameters, or a finite number/array."""
     if value is None or callable(value):
         return value
-    try:
-        if isinstance(value, str | bytes | bool | np.bool_):
-            raise TypeError
-        array = np.asarray(value, np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"bdl.Bounded({name}=...) must be a number, an array, a function of the other "
-            f"parameters (e.g. lambda p: 1.0 - p['alpha1']) or None; got {shown(value)}."
-        ) from None
-    if not np.all(np.isfinite(array)):
-        raise ValueError(
-            f"bdl.Bounded({name}=...) has NaN or infinite entries; leave {name} out (None) for "
-            "no bound on that side."
-        )
+    not_numeric = (
+        f"bdl.Bounded({name}=...) must be a number, an array, a function of the other "
+        f"parameters (e.g. lambda p: 1.0 - p['alpha1']) or None; got {shown(value)}."
+    )
+    if isinstance(value, str | bytes | bool | np.bool_):
+        raise TypeError(not_numeric)
+    not_finite = (
+        f"bdl.Bounded({name}=...) has NaN or infinite entries; leave {name} out (None) for "
+        "no bound on that side."
+    )
+    array = finite_array(value, not_numeric, not_finite)
     return array if array.ndim else float(array)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from bdl.dsl.numpyro_likelihood import Likelihood
-from bdl.utils.arguments import shown
+from bdl.utils.arguments import finite_array, shown
 
 
 def check_without_network(likelihood: Likelihood, params: Any) -> None:
@@ -49,15 +49,12 @@ def check_without_network(likelihood: Likelihood, params: Any) -> None:
             f"likelihood; its learned parameters are {sorted(learned)}."
         )
     for name, value in params.items():
-        try:
-            array = np.asarray(value, np.float64)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"Model(params={{{name!r}: ...}}) must be a number or array (the starting "
-                f"value); got {shown(value)}."
-            ) from None
-        if not np.all(np.isfinite(array)):
-            raise ValueError(f"Model(params={{{name!r}: ...}}) has NaN or infinite entries.")
+        finite_array(
+            value,
+            f"Model(params={{{name!r}: ...}}) must be a number or array (the starting value); "
+            f"got {shown(value)}.",
+            f"Model(params={{{name!r}: ...}}) has NaN or infinite entries.",
+        )
 
 
 def starting_values(likelihood: Likelihood, params: Mapping[str, Any] | None) -> dict[str, Any]:

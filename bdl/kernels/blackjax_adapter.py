@@ -163,11 +163,9 @@ def as_blackjax(
 
 
 def _recipe_kernel(kernel: Any) -> RecipeKernel:
-    if not isinstance(kernel, Kernel):
-        raise TypeError(
-            "as_blackjax: kernel must be a bdl kernel, e.g. bdl.kernels.get('sgld'); got "
-            f"{type(kernel).__name__}."
-        )
+    arguments.instance(
+        kernel, Kernel, "as_blackjax: kernel must be a bdl kernel, e.g. bdl.kernels.get('sgld')"
+    )
     if not isinstance(kernel, RecipeKernel):
         raise ValueError(
             f"as_blackjax: kernel {kernel.name!r} is a wrapper ({type(kernel).__name__}) whose "

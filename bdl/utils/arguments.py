@@ -86,6 +86,45 @@ def number(
     return v
 
 
+def instance(value: Any, kind: Any, message: str) -> None:
+    """Raises unless ``value`` is an instance of ``kind``.
+
+    Args:
+        value: the argument.
+        kind: a class, a tuple of classes or a union, as ``isinstance`` takes.
+        message: what the argument must be; the error adds ``"; got <its type>."``.
+
+    Raises:
+        TypeError: ``value`` is not an instance of ``kind``.
+    """
+    if not isinstance(value, kind):
+        raise TypeError(f"{message}; got {type(value).__name__}.")
+
+
+def finite_array(value: Any, not_numeric: str, not_finite: str) -> np.ndarray:
+    """``value`` as a float64 array of finite entries.
+
+    Args:
+        value: a number or array.
+        not_numeric: the ``TypeError``'s message where ``value`` is no number or array.
+        not_finite: the ``ValueError``'s message where an entry is NaN or infinite.
+
+    Returns:
+        The array.
+
+    Raises:
+        TypeError: ``value`` is no number or array.
+        ValueError: an entry is NaN or infinite.
+    """
+    try:
+        array = np.asarray(value, np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(not_numeric) from None
+    if not np.all(np.isfinite(array)):
+        raise ValueError(not_finite)
+    return array
+
+
 def seed(value: Any, name: str = "seed") -> int:
     """An integer seed in [0, 2**32): JAX keeps 32 bits of it, so a negative seed or one of
     2**32 or more would silently give the draws of another seed."""

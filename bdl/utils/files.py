@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bdl.utils.arguments import instance
+
 
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
@@ -62,8 +64,7 @@ def directory_argument(directory: Any, name: str, holds: str) -> Path:
         TypeError: ``directory`` is not a path.
         ValueError: ``directory`` is a file.
     """
-    if not isinstance(directory, str | os.PathLike):
-        raise TypeError(f"{name} must be a directory path; got {type(directory).__name__}.")
+    instance(directory, str | os.PathLike, f"{name} must be a directory path")
     path = Path(directory)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{name}={str(path)!r} is a file; give a directory for {holds}.")

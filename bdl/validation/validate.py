@@ -17,7 +17,7 @@ from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
 from bdl.sampling import ConvergenceWarning, DivergenceWarning, Samples, sample
 from bdl.sampling.run.argument_checks import check_run, check_start
-from bdl.utils.arguments import suggestion
+from bdl.utils.arguments import instance, suggestion
 from bdl.validation.compare import Row, compare_functions, compare_parameters
 from bdl.validation.converged import convergence_rows, reference_convergence
 from bdl.validation.reference import Reference, nuts_reference
@@ -310,16 +310,12 @@ def _check(
     progress: Any,
 ) -> None:
     """What ``sample`` would refuse, and unknown NUTS options, before the reference runs."""
-    if not isinstance(target, Target):
-        raise TypeError(
-            "validate() needs a compiled target from bdl.compile(...); got "
-            f"{type(target).__name__}."
-        )
-    if not isinstance(kernel, Kernel):
-        raise TypeError(
-            "validate(kernel=...) must be a bdl kernel, e.g. "
-            f"bdl.kernels.get('sghmc', step_size=1e-3); got {type(kernel).__name__}."
-        )
+    instance(target, Target, "validate() needs a compiled target from bdl.compile(...)")
+    instance(
+        kernel,
+        Kernel,
+        "validate(kernel=...) must be a bdl kernel, e.g. bdl.kernels.get('sghmc', step_size=1e-3)",
+    )
     if getattr(target, "augment", None) is not None:
         raise ValueError(
             f"validate() compares against NUTS on the full-data energy, which has no data "

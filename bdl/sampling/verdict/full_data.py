@@ -21,6 +21,7 @@ import numpy as np
 
 from bdl.compile.target import Target
 from bdl.sampling.samples import Samples
+from bdl.utils.arguments import instance
 from bdl.utils.owner_jit import owner_jit
 
 PyTree = Any
@@ -51,13 +52,8 @@ def check_arguments(samples: Any, target: Any, name: str) -> None:
     Raises:
         TypeError: ``samples`` is not a :class:`bdl.Samples` or ``target`` not a compiled target.
     """
-    if not isinstance(samples, Samples):
-        raise TypeError(f"{name} needs a bdl.Samples; got {type(samples).__name__}.")
-    if not isinstance(target, Target):
-        raise TypeError(
-            f"{name}(target=...) must be the compiled model the draws came from; got "
-            f"{type(target).__name__}."
-        )
+    instance(samples, Samples, f"{name} needs a bdl.Samples")
+    instance(target, Target, f"{name}(target=...) must be the compiled model the draws came from")
 
 
 def afforded_draws(

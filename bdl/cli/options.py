@@ -11,6 +11,7 @@ import argparse
 import ast
 import dataclasses
 import math
+from pathlib import Path
 from typing import Any
 
 #: the largest seed: JAX keys take 32-bit seeds, and a larger one would silently wrap around
@@ -103,6 +104,19 @@ def add_hyper_and_option_arguments(p: argparse.ArgumentParser, hyper_note: str =
         help=f"kernel hyper-parameter (repeatable), e.g. --hyper step_size=1e-3{hyper_note}",
     )
     add_option_argument(p)
+
+
+def add_integer(
+    p: argparse.ArgumentParser, flag: str, help: str, default: int | None = None
+) -> None:
+    """``flag``, a whole number (a count of steps, draws or chains, or a seed), ``default`` when
+    not given."""
+    p.add_argument(flag, type=int, default=default, help=help)
+
+
+def add_path(p: argparse.ArgumentParser, flag: str, help: str, metavar: str | None = None) -> None:
+    """``flag``, a file or directory path, ``None`` when not given."""
+    p.add_argument(flag, type=Path, default=None, metavar=metavar, help=help)
 
 
 def add_option_argument(p: argparse.ArgumentParser) -> None:

@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from bdl.cli.options import MODEL_HELP, add_option_argument, at_least, check_seed, parse_options
+from bdl.cli.options import (
+    MODEL_HELP,
+    add_integer,
+    add_option_argument,
+    add_path,
+    at_least,
+    check_seed,
+    parse_options,
+)
 
 #: formats ``--out`` writes, by suffix
 OUT_SUFFIXES = (".npz", ".nc")
@@ -21,24 +28,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reference", help="the trusted NumPyro NUTS draws of a model")
     p.add_argument("model", help=MODEL_HELP)
     add_option_argument(p)
-    p.add_argument(
-        "--warmup",
-        type=int,
-        default=None,
-        help="NUTS warm-up steps per chain (default: the model file's, else 1000)",
+    add_integer(
+        p, "--warmup", "NUTS warm-up steps per chain (default: the model file's, else 1000)"
     )
-    p.add_argument(
-        "--samples",
-        type=int,
-        default=None,
-        help="NUTS draws per chain (default: the model file's, else 1000)",
-    )
-    p.add_argument("--chains", type=int, default=4, help="NUTS chains (at least 4)")
-    p.add_argument(
-        "--seed", type=int, default=0, help="seed of NUTS's starts and steps (default 0)"
-    )
+    add_integer(p, "--samples", "NUTS draws per chain (default: the model file's, else 1000)")
+    add_integer(p, "--chains", "NUTS chains (at least 4)", default=4)
+    add_integer(p, "--seed", "seed of NUTS's starts and steps (default 0)", default=0)
     p.add_argument("--no-cache", action="store_true", help="rerun NUTS even if cached")
-    p.add_argument("--out", type=Path, default=None, help="save the draws (.npz or .nc)")
+    add_path(p, "--out", "save the draws (.npz or .nc)")
     p.set_defaults(run=run)
 
 

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from bdl.cli.options import (
     MODEL_HELP,
     add_hyper_and_option_arguments,
+    add_integer,
+    add_path,
     check_kernel,
     check_seed,
     kernel_run,
@@ -37,17 +39,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sample", help="draw samples of MODEL with a kernel")
     p.add_argument("model", nargs="?", help=MODEL_HELP)
     p.add_argument("--kernel", default=None, help="kernel name (see `bdl kernels`)")
-    # one argparse call per flag: flags of one kind (counts, paths) read alike
-    p.add_argument("--steps", type=int, default=None, help="total steps per chain")
-    p.add_argument("--burn-in", type=int, default=None, help="steps discarded first")
-    p.add_argument("--thin", type=int, default=None, help="keep every THIN-th step")
-    p.add_argument(
-        "--chains",
-        type=int,
-        default=None,
-        help="chains run in parallel (default 4, rounded up to a multiple of the devices)",
+    add_integer(p, "--steps", "total steps per chain")
+    add_integer(p, "--burn-in", "steps discarded first")
+    add_integer(p, "--thin", "keep every THIN-th step")
+    add_integer(
+        p, "--chains", "chains run in parallel (default 4, rounded up to a multiple of the devices)"
     )
-    p.add_argument("--seed", type=int, default=None, help="the run's seed (default 0)")
+    add_integer(p, "--seed", "the run's seed (default 0)")
     p.add_argument(
         "--init",
         default=None,
@@ -60,13 +58,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="use the model file's validated hyper-parameters for the kernel instead of "
         "adapting step size, mass and friction during burn-in",
     )
-    p.add_argument("--out", type=Path, default=None, help="save draws (.npz, or .nc for ArviZ)")
-    p.add_argument(
+    add_path(p, "--out", "save draws (.npz, or .nc for ArviZ)")
+    add_path(
+        p,
         "--checkpoint",
-        type=Path,
-        default=None,
+        "keep the run's state in DIR, so that --resume DIR can continue it",
         metavar="DIR",
-        help="keep the run's state in DIR, so that --resume DIR can continue it",
     )
     p.add_argument(
         "--checkpoint-every",
@@ -75,13 +72,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="seconds between checkpoints (default 60)",
     )
-    p.add_argument(
+    add_path(
+        p,
         "--resume",
-        type=Path,
-        default=None,
+        "continue the run checkpointed in DIR (its settings are read back; --steps may extend it)",
         metavar="DIR",
-        help="continue the run checkpointed in DIR (its settings are read back; --steps may "
-        "extend it)",
     )
     p.add_argument(
         "--evaluate",
@@ -95,20 +90,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="keep no draws in memory (implies --evaluate unless --stream-to is given): memory "
         "does not grow with the number of draws",
     )
-    p.add_argument(
+    add_path(
+        p,
         "--stream-to",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="write the draws to DIR part by part as they are produced (read back with "
+        "write the draws to DIR part by part as they are produced (read back with "
         "bdl.load_samples(DIR))",
+        metavar="DIR",
     )
-    p.add_argument(
+    add_path(
+        p,
         "--curve",
-        type=Path,
-        default=None,
+        "with --evaluate: plot the test BMA against the number of draws into PNG",
         metavar="PNG",
-        help="with --evaluate: plot the test BMA against the number of draws into PNG",
     )
     p.add_argument(
         "--devices",
@@ -138,8 +131,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --distributed: the coordinator's address (process 0's host), with "
         "--num-processes and --process-id, where no cluster manager sets them",
     )
-    p.add_argument("--num-processes", type=int, default=None, help="with --coordinator")
-    p.add_argument("--process-id", type=int, default=None, help="with --coordinator")
+    add_integer(p, "--num-processes", "with --coordinator")
+    add_integer(p, "--process-id", "with --coordinator")
     add_hyper_and_option_arguments(p)
     add_report_argument(p, default_path=False)
     p.set_defaults(run=run)

@@ -14,6 +14,8 @@ from pathlib import Path
 from bdl.cli.options import (
     MODEL_HELP,
     add_hyper_and_option_arguments,
+    add_integer,
+    add_path,
     at_least,
     check_kernel,
     check_seed,
@@ -35,50 +37,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_hyper_and_option_arguments(
         p, hyper_note="; without a step size the kernel adapts it during burn-in"
     )
-    p.add_argument(
+    add_integer(
+        p,
         "--steps",
-        type=int,
-        default=None,
-        help="the kernel's total steps per chain, burn-in included (default: the model file's)",
+        "the kernel's total steps per chain, burn-in included (default: the model file's)",
     )
-    p.add_argument(
-        "--burn-in",
-        type=int,
-        default=None,
-        help="the kernel's steps discarded first (default: the model file's)",
-    )
-    p.add_argument(
-        "--thin",
-        type=int,
-        default=None,
-        help="keep every THIN-th step after burn-in (default: the model file's)",
-    )
-    p.add_argument("--chains", type=int, default=4, help="the kernel's chains (default 4)")
-    p.add_argument("--seed", type=int, default=0, help="the kernel run's seed (default 0)")
+    add_integer(p, "--burn-in", "the kernel's steps discarded first (default: the model file's)")
+    add_integer(p, "--thin", "keep every THIN-th step after burn-in (default: the model file's)")
+    add_integer(p, "--chains", "the kernel's chains (default 4)", default=4)
+    add_integer(p, "--seed", "the kernel run's seed (default 0)", default=0)
     p.add_argument(
         "--init", default=None, help="start: auto, network, perturbed, prior, map or fixed"
     )
     p.add_argument(
         "--tuned", action="store_true", help="use the model file's validated hyper-parameters"
     )
-    p.add_argument(
+    add_integer(
+        p,
         "--nuts-warmup",
-        type=int,
-        default=None,
-        help="NUTS warm-up steps per chain of the reference (default: the model file's, else 1000)",
+        "NUTS warm-up steps per chain of the reference (default: the model file's, else 1000)",
     )
-    p.add_argument(
+    add_integer(
+        p,
         "--nuts-samples",
-        type=int,
-        default=None,
-        help="NUTS draws per chain of the reference (default: the model file's, else 1000)",
+        "NUTS draws per chain of the reference (default: the model file's, else 1000)",
     )
-    p.add_argument(
-        "--plot",
-        type=Path,
-        default=None,
-        help="figure path (default: bdl-output/validate_MODEL_KERNEL.png)",
-    )
+    add_path(p, "--plot", "figure path (default: bdl-output/validate_MODEL_KERNEL.png)")
     add_report_argument(p, default_path=True)
     p.set_defaults(run=run)
 

@@ -30,12 +30,7 @@ from bdl.compile.target import Target
 from bdl.diagnostics.bias import Bias, assess_bias
 from bdl.diagnostics.stein import stein_estimates
 from bdl.sampling.samples import BiasWarning, Samples
-from bdl.sampling.verdict.full_data import (
-    afforded_draws,
-    at_draws,
-    check_arguments,
-    temperatures,
-)
+from bdl.sampling.verdict.full_data import afforded_draws, at_draws, check_arguments, temperatures
 from bdl.sampling.verdict.monitored import chosen_coordinates, coordinate_columns, default_space
 
 __all__ = [

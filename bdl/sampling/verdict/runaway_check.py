@@ -29,12 +29,7 @@ import numpy as np
 from bdl.compile.target import Target
 from bdl.diagnostics.runaway import MIN_DRAWS, growth, heat
 from bdl.sampling.samples import RunawayWarning, Samples
-from bdl.sampling.verdict.full_data import (
-    afforded_draws,
-    at_draws,
-    check_arguments,
-    temperatures,
-)
+from bdl.sampling.verdict.full_data import afforded_draws, at_draws, check_arguments, temperatures
 
 __all__ = [
     "COST_SHARE",

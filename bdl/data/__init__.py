@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bdl.data.dataset import Dataset
+from bdl.data.dataset import Dataset, split_draws
 from bdl.data.mnist1d_data import mnist1d
 from bdl.data.sklearn_datasets import breast_cancer, diabetes, digits, iris
 from bdl.data.synthetic import (
@@ -77,6 +77,7 @@ __all__ = [
     "mnist1d",
     "names",
     "regression_1d_gap",
+    "split_draws",
     "two_mode_log_density",
 ]
 

@@ -56,3 +56,24 @@ class Dataset:
         classes = f", num_classes={self.num_classes}" if self.num_classes is not None else ""
         fields = f", fields={sorted(self.fields)}" if self.fields else ""
         return f"Dataset({self.name!r}, x_train={self.x_train.shape}{test}{classes}{fields})"
+
+
+def split_draws(name: str, x: np.ndarray | None, y: np.ndarray, n_train: int) -> Dataset:
+    """A regression dataset of synthetic draws: the first ``n_train`` rows train, the rest test.
+
+    A model file that draws its own data draws the training and test rows together and splits
+    them here, e.g. ``split_draws("poisson_glm", x, y, n)`` for ``2n`` drawn rows.
+
+    Args:
+        name: the dataset's name.
+        x: the inputs, example axis first; ``None`` for a model without inputs (the inputs are
+            then ``(rows, 0)`` zeros).
+        y: the targets, one row per example.
+        n_train: how many of the first rows make the training split.
+
+    Returns:
+        The dataset, inputs and targets as float32, ``num_classes=None``.
+    """
+    y = np.asarray(y, np.float32)
+    x = np.zeros((len(y), 0), np.float32) if x is None else np.asarray(x, np.float32)
+    return Dataset(name, x[:n_train], y[:n_train], x[n_train:], y[n_train:], num_classes=None)

@@ -35,8 +35,7 @@ def data(n: int = 4_000, n_test: int = 1_000, seed: int = 0) -> Dataset:
     a = np.linalg.cholesky(RHO**lag).T  # AᵀA = Σ
     x = rng.normal(size=(n + n_test, P)) @ a
     y = INTERCEPT + x @ WEIGHTS + rng.normal(0.0, NOISE_SD, size=n + n_test)
-    x, y = x.astype(np.float32), y.astype(np.float32)
-    return Dataset("correlated_regression", x[:n], y[:n], x[n:], y[n:], num_classes=None)
+    return bdl.data.split_draws("correlated_regression", x, y, n)
 
 
 def linear(params, x):
@@ -59,7 +58,7 @@ def build(n: int = 4_000, batch_size: int = 100) -> bdl.ModelSpec:
         name="correlated_regression",
     )
     # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no helper
+    # own, so the model files share no code but bdl's
     return bdl.ModelSpec(
         model,
         data(n),

@@ -28,9 +28,8 @@ def data(n: int = 500, seed: int = 0) -> Dataset:
         first,
         rng.normal(TRUE_LOC[0], TRUE_SCALE[0], 2 * n),
         rng.normal(TRUE_LOC[1], TRUE_SCALE[1], 2 * n),
-    ).astype(np.float32)
-    x = np.zeros((2 * n, 0), np.float32)  # no inputs
-    return Dataset("gaussian_mixture", x[:n], y[:n], x[n:], y[n:])
+    )
+    return bdl.data.split_draws("gaussian_mixture", None, y, n)  # no inputs
 
 
 def likelihood() -> bdl.Likelihood:
@@ -46,7 +45,7 @@ def likelihood() -> bdl.Likelihood:
 def build(n: int = 500, batch_size: int = 50) -> bdl.ModelSpec:
     model = bdl.Model(likelihood=likelihood(), name="gaussian_mixture")
     # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no helper
+    # own, so the model files share no code but bdl's
     return bdl.ModelSpec(
         model,
         data(n),

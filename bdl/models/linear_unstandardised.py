@@ -20,8 +20,7 @@ def data(n: int = 200, seed: int = 0) -> Dataset:
     rng = np.random.default_rng(seed)
     x = rng.normal(100.0, 15.0, size=(2 * n, 1))
     y = 3.0 + 0.5 * x[:, 0] + rng.normal(0.0, 2.0, size=2 * n)
-    x, y = x.astype(np.float32), y.astype(np.float32)
-    return Dataset("linear_unstandardised", x[:n], y[:n], x[n:], y[n:], num_classes=None)
+    return bdl.data.split_draws("linear_unstandardised", x, y, n)
 
 
 def line(params, x):
@@ -37,7 +36,7 @@ def build(n: int = 200, batch_size: int = 25) -> bdl.ModelSpec:
         name="linear_unstandardised",
     )
     # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no helper
+    # own, so the model files share no code but bdl's
     return bdl.ModelSpec(
         model,
         data(n),

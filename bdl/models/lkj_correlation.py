@@ -24,9 +24,8 @@ TRUE_CORR = np.array([[1.0, 0.6, -0.3], [0.6, 1.0, 0.2], [-0.3, 0.2, 1.0]])
 def data(n: int = 200, seed: int = 0) -> Dataset:
     rng = np.random.default_rng(seed)
     cov = TRUE_CORR * np.outer(TRUE_SCALE, TRUE_SCALE)
-    y = rng.multivariate_normal(TRUE_LOC, cov, size=2 * n).astype(np.float32)
-    x = np.zeros((2 * n, 0), np.float32)  # no inputs
-    return Dataset("lkj_correlation", x[:n], y[:n], x[n:], y[n:])
+    y = rng.multivariate_normal(TRUE_LOC, cov, size=2 * n)
+    return bdl.data.split_draws("lkj_correlation", None, y, n)  # no inputs
 
 
 def correlated_normal(loc, scale, corr_cholesky):
@@ -46,7 +45,7 @@ def likelihood() -> bdl.Likelihood:
 def build(n: int = 200, batch_size: int = 50) -> bdl.ModelSpec:
     model = bdl.Model(likelihood=likelihood(), name="lkj_correlation")
     # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no helper
+    # own, so the model files share no code but bdl's
     return bdl.ModelSpec(
         model,
         data(n),

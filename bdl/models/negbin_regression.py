@@ -22,9 +22,8 @@ def data(n: int = 400, seed: int = 0) -> Dataset:
     x = rng.normal(size=(2 * n, 3))
     mean = np.exp(TRUE_INTERCEPT + x @ np.asarray(TRUE_COEF))
     # NB2(μ, φ) is Poisson(λ) with λ ~ Gamma(φ, rate φ/μ)
-    y = rng.poisson(rng.gamma(TRUE_CONCENTRATION, mean / TRUE_CONCENTRATION)).astype(np.float32)
-    x = x.astype(np.float32)
-    return Dataset("negbin_regression", x[:n], y[:n], x[n:], y[n:])
+    y = rng.poisson(rng.gamma(TRUE_CONCENTRATION, mean / TRUE_CONCENTRATION))
+    return bdl.data.split_draws("negbin_regression", x, y, n)
 
 
 def log_mean(params, x):
@@ -43,7 +42,7 @@ def build(n: int = 400, batch_size: int = 50) -> bdl.ModelSpec:
         name="negbin_regression",
     )
     # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no helper
+    # own, so the model files share no code but bdl's
     return bdl.ModelSpec(
         model,
         data(n),

@@ -20,9 +20,9 @@ def data(n: int = 500, seed: int = 0) -> Dataset:
     s = (rng.uniform(size=2 * n) < 0.4).astype(np.float64)
     exposure = rng.uniform(0.5, 5.0, size=2 * n)
     rate = exposure * np.exp(TRUE[0] + TRUE[1] * age + TRUE[2] * s)
-    y = rng.poisson(rate).astype(np.float32)
-    x = np.stack([age, s, np.log(exposure)], axis=1).astype(np.float32)
-    return Dataset("poisson_glm", x[:n], y[:n], x[n:], y[n:], num_classes=None)
+    y = rng.poisson(rate)
+    x = np.stack([age, s, np.log(exposure)], axis=1)
+    return bdl.data.split_draws("poisson_glm", x, y, n)
 
 
 def log_rate(params, x):
@@ -38,7 +38,7 @@ def build(n: int = 500, batch_size: int = 50) -> bdl.ModelSpec:
         name="poisson_glm",
     )
     # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no helper
+    # own, so the model files share no code but bdl's
     return bdl.ModelSpec(
         model,
         data(n),

@@ -8,8 +8,11 @@ of the minibatch), so bdl rejects it; these take its place:
   clean-likelihood ResNet-20;
 * ``flax.linen.GroupNorm`` and ``flax.linen.LayerNorm`` (Wu & He 2018; Ba et al. 2016), which
   normalise over channels (and positions) of one example.
+
+:class:`MLP` is a ReLU multilayer perceptron built of such layers alone (dense layers and ReLUs).
 """
 
 from bdl.layers.filter_response_norm import FilterResponseNorm
+from bdl.layers.mlp import MLP
 
-__all__ = ["FilterResponseNorm"]
+__all__ = ["MLP", "FilterResponseNorm"]

@@ -1,20 +1,7 @@
 """An MLP classifier on the 8×8 digits (scikit-learn, 1,797 images, 10 classes)."""
 
-import flax.linen as nn
-
 import bdl
 from bdl.data import digits
-
-
-class MLP(nn.Module):
-    hidden: tuple[int, ...] = (100, 100)
-    classes: int = 10
-
-    @nn.compact
-    def __call__(self, x):
-        for width in self.hidden:
-            x = nn.relu(nn.Dense(width)(x))
-        return nn.Dense(self.classes)(x)
 
 
 def build(
@@ -22,14 +9,14 @@ def build(
 ) -> bdl.ModelSpec:
     data = digits()
     model = bdl.Model(
-        network=MLP(hidden=(width,) * depth),
+        network=bdl.layers.MLP(hidden=(width,) * depth),
         likelihood=bdl.Categorical(),
         prior=bdl.Normal(1.0),
         temperature=temperature,
         name="mlp_digits",
     )
     # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no helper
+    # own, so the model files share no code but bdl's
     return bdl.ModelSpec(
         model,
         data,

@@ -11,23 +11,10 @@ The precisions are ``position["hyper"]["precision"][layer]["precision"]`` (as lo
 
 import dataclasses
 
-import flax.linen as nn
 import numpyro.distributions as dist
 
 import bdl
 from bdl.data import digits
-
-
-# mlp_digits's network, repeated so that this file reads on its own
-class MLP(nn.Module):
-    hidden: tuple[int, ...] = (100, 100)
-    classes: int = 10
-
-    @nn.compact
-    def __call__(self, x):
-        for width in self.hidden:
-            x = nn.relu(nn.Dense(width)(x))
-        return nn.Dense(self.classes)(x)
 
 
 def build(
@@ -52,14 +39,14 @@ def build(
         default=bdl.Normal(1.0),
     )
     model = bdl.Model(
-        network=MLP(hidden=(width,) * depth),
+        network=bdl.layers.MLP(hidden=(width,) * depth),
         likelihood=bdl.Categorical(),
         prior=prior,
         temperature=temperature,
         name="mlp_digits_hierarchical",
     )
     # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no helper
+    # own, so the model files share no code but bdl's
     return bdl.ModelSpec(
         model,
         data,

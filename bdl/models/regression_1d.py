@@ -26,7 +26,7 @@ def build(width: int = 16, temperature: float = 1.0) -> bdl.ModelSpec:
         name="regression_1d",
     )
     # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no helper
+    # own, so the model files share no code but bdl's
     return bdl.ModelSpec(
         model,
         data,

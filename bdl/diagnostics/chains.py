@@ -91,6 +91,8 @@ def ess_tail(x: Any, prob: float | tuple[float, float] | None = None) -> np.ndar
     return ess(x, "tail", prob)
 
 
+# split_rhat, bulk_rhat, tail_rhat and rank_rhat are rhat under a method each, so their
+# docstrings read alike: the API reference (read statically) shows a function's own docstring only
 def split_rhat(x: Any) -> np.ndarray:
     """Split R̂ (Gelman et al. 2013), ``arviz.rhat(method="split")``.
 

@@ -161,6 +161,14 @@ def _bound(value: Any, name: str) -> Any:
     return array if array.ndim else float(array)
 
 
+def _constrain(u: jax.Array, low: Any, high: Any) -> jax.Array:
+    """x from u: low + (high − low)·sigmoid(u) between two bounds, low + eᵘ or high − eᵘ below or
+    above one."""
+    if low is not None and high is not None:
+        return low + (high - low) * jax.nn.sigmoid(u)
+    return low + jnp.exp(u) if low is not None else high - jnp.exp(u)
+
+
 def _prior(prior: Any) -> Any:
     """The prior as declared: ``None`` (flat), a univariate distribution, a bdl leaf prior, or a
     function of the other parameters returning a distribution."""
@@ -321,6 +329,8 @@ class Bounded(LeafPrior):
             )
         return d
 
+    # constrain_given, unconstrain_given and log_prob_given take the same arguments, so their
+    # docstrings' Args read alike: the API reference shows each method's own docstring
     def constrain_given(self, u: jax.Array, values: Parameters, info: LeafInfo) -> jax.Array:
         """x from the sampled u, between the bounds read at ``values``.
 
@@ -332,10 +342,7 @@ class Bounded(LeafPrior):
         Returns:
             The constrained value x.
         """
-        low, high = self.bounds(values, info)
-        if low is not None and high is not None:
-            return low + (high - low) * jax.nn.sigmoid(u)
-        return low + jnp.exp(u) if low is not None else high - jnp.exp(u)
+        return _constrain(u, *self.bounds(values, info))
 
     def unconstrain_given(self, x: jax.Array, values: Parameters, info: LeafInfo) -> jax.Array:
         """u from the constrained x (the inverse of :meth:`constrain_given`).
@@ -366,11 +373,10 @@ class Bounded(LeafPrior):
             The scalar log-density of u.
         """
         low, high = self.bounds(values, info)
+        x = _constrain(u, low, high)
         if low is not None and high is not None:
-            x = low + (high - low) * jax.nn.sigmoid(u)
             log_jacobian = jnp.log(high - low) - jax.nn.softplus(-u) - jax.nn.softplus(u)
         else:
-            x = low + jnp.exp(u) if low is not None else high - jnp.exp(u)
             log_jacobian = u
         d = self.base(values, info)
         total = jnp.sum(jnp.broadcast_to(log_jacobian, info.shape))

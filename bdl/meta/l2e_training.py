@@ -138,6 +138,8 @@ class InnerSettings:
     init_momentum: str
     form: str = "residual"
 
+    # fields then a property, as a frozen dataclass reads (diagnostics.bias.Bias alike): no logic
+    # is shared
     @property
     def baseline_inside(self) -> bool:
         """Whether zero output heads make this kernel SGHMC, so the baseline can join the

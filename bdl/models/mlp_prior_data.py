@@ -11,6 +11,7 @@ import bdl
 from bdl.data import mlp_prior_data
 
 
+# a flax module's fields, then its __call__, as in resnet20_cifar: the networks share no layers
 class MLP(nn.Module):
     depth: int = 2
     width: int = 10

@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bdl.compile.auto_start import redrawn_where_far
+from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.fingerprint import describe
 from bdl.compile.target import Target
 from bdl.diagnostics import ess_bulk, rank_rhat
@@ -149,6 +151,9 @@ def nuts_reference(
             potential = target.potential_fn(t)
             init = target.init_positions(jax.random.key(seed), num_chains)
             init = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), init)
+            if isinstance(target, CompiledModel) and target.adapter.init is None:
+                # the sampler's default start: Stan's where a prior draw cannot start
+                init = redrawn_where_far(target, init, jax.random.key(seed))[0]
             mcmc = MCMC(
                 NUTS(potential_fn=potential),
                 num_warmup=num_warmup,

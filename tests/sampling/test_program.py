@@ -159,7 +159,9 @@ def test_the_first_chunk_program_compiles_while_the_start_does(name, model):
     threads.clear()
     second = bdl.sample(target, kernel, **args)
     assert not threads
-    for a, b in zip(jax.tree.leaves(first.positions), jax.tree.leaves(second.positions)):
+    for a, b in zip(
+        jax.tree.leaves(first.positions), jax.tree.leaves(second.positions), strict=True
+    ):
         np.testing.assert_array_equal(a, b)
 
 

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bdl.compile.auto_start import redrawn_where_far
 from bdl.compile.start_check import (
     cannot_start,
     explain_start,
@@ -81,7 +82,9 @@ def start_shapes(
     return out, chain_keys
 
 
-def _finite_or_perturbed(target: Target, positions: Any, key: jax.Array, num_chains: int) -> Any:
+def _finite_or_perturbed(
+    target: Target, positions: Any, key: jax.Array, num_chains: int, finite: Any = None
+) -> Any:
     """``init="auto"``'s positions, with the ``"perturbed"`` start (the declared parameters plus
     a little noise) for every chain whose energy or gradient is not finite at its ``"auto"``
     draw: a prior draw can reach where the likelihood overflows (exp(x·w) of a Poisson
@@ -89,7 +92,8 @@ def _finite_or_perturbed(target: Target, positions: Any, key: jax.Array, num_cha
     compiled, a Poisson log-likelihood y·log(exp(η)) − exp(η) can stay finite where exp(η) is
     infinite (XLA simplifies log(exp(η)) to η) while its gradient (y − exp(η))·x is not, and
     no step can leave such a start."""
-    finite = jax.lax.map(lambda p: start_is_finite(target, p), positions)
+    if finite is None:
+        finite = jax.lax.map(lambda p: start_is_finite(target, p), positions)
     fallback = target.init_positions(key, num_chains, "perturbed")
 
     def pick(drawn: jax.Array, declared: jax.Array) -> jax.Array:
@@ -113,7 +117,10 @@ def _start(
     with initialisation_draws():
         positions = target.init_positions(k_init, num_chains, init)
         if isinstance(init, str) and init == "auto" and "perturbed" in target.INITS:
-            positions = _finite_or_perturbed(target, positions, k_init, num_chains)
+            finite = None
+            if target.adapter.init is None:  # prior draws: Stan's start where they cannot
+                positions, finite = redrawn_where_far(target, positions, k_init)
+            positions = _finite_or_perturbed(target, positions, k_init, num_chains, finite)
     states = jax.vmap(kernel.init)(positions, jax.random.split(k_kernel, num_chains))
     streams = jax.vmap(target.init_batches)(jax.random.split(k_batch, num_chains))
     chain_keys = jax.random.split(k_run, num_chains)

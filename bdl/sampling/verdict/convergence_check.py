@@ -214,8 +214,10 @@ def _warn_failed(check: str, err: Exception, field: str, function: str) -> None:
 def _caller() -> int:
     """The ``stacklevel`` of the first frame outside bdl/sampling/, from the caller's: the line
     that called :func:`bdl.sample`, whatever wraps it inside the package."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # bdl/sampling
     level, frame = 0, sys._getframe(1)
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        package + os.sep
+    ):
         frame, level = frame.f_back, level + 1
     return level + 1

@@ -55,15 +55,30 @@ def test_starts_that_can_start_and_are_not_far_keep_their_prior_draw():
 
 
 def test_a_draw_without_a_finite_gradient_is_drawn_again():
-    """f(μ) = √max(1 − μ², 0): for |μ| ≥ 1 the value is finite and the gradient is not (the
-    square root's derivative at 0). μ ~ N(0, 10²) draws there in most chains; each of those moves
-    to a uniform(−2, 2) draw with |μ| < 1 (half of them), and the chains stay apart (the
-    declared parameters plus noise, the last resort, would put them all within 0.01 of 0)."""
-    target = _location_model(
-        10.0, network=lambda p, x: jnp.sqrt(jnp.maximum(1 - p["mu"] ** 2, 0)) + 0 * x[:, 0]
-    )
-    drawn, moved, can_start = _starts(target)
-    assert np.sum(np.abs(drawn) >= 1) >= 6
+    """f(μ) = √max(μ² − 1, 0): for |μ| < 1 the value is finite and the gradient is not (the
+    square root's derivative at 0). μ ~ N(0, 0.1²) draws there in every chain, and so does the
+    declared μ = 0 plus noise; each chain moves to a uniform(−2, 2) draw with |μ| > 1 (half of
+    them are), and the chains stay apart."""
+
+    def network(p, x):
+        return jnp.sqrt(jnp.maximum(p["mu"] ** 2 - 1, 0)) + 0 * x[:, 0]
+
+    drawn, moved, can_start = _starts(_location_model(0.1, network=network))
+    assert np.all(np.abs(drawn) < 1)
     assert can_start.all()
-    assert np.all(np.abs(moved) < 1.0)
-    assert np.ptp(moved) > 0.5
+    assert np.all((np.abs(moved) > 1.0) & (np.abs(moved) < 2.0))
+    assert np.unique(moved).size == moved.size and np.ptp(moved) > 1.0
+
+
+def test_the_declared_parameters_plus_noise_come_before_stans_draw():
+    """f(μ) = √max(1 − μ², 0): where μ ~ N(0, 10²) draws |μ| ≥ 1 (no finite gradient), the chain
+    takes the declared μ = 0 plus noise, which can start (bdl's fallback so far)."""
+
+    def network(p, x):
+        return jnp.sqrt(jnp.maximum(1 - p["mu"] ** 2, 0)) + 0 * x[:, 0]
+
+    drawn, moved, can_start = _starts(_location_model(10.0, network=network))
+    bad = np.abs(drawn) >= 1
+    assert bad.sum() >= 6 and can_start.all()
+    assert np.all(np.abs(moved[bad]) < 0.1)
+    np.testing.assert_array_equal(moved[~bad], drawn[~bad])

@@ -74,7 +74,7 @@ def compile_ahead(
 def stand_ins(shapes: Any, key: jax.Array) -> Any:
     """Host zeros shaped like ``shapes`` (``jax.ShapeDtypeStruct`` leaves); a key leaf is a key
     of ``key``'s implementation made from zeros. ``None`` when a key leaf has another dtype."""
-    data = jax.eval_shape(jax.random.key_data, key)
+    data = jax.random.key_data(key)  # of a concrete key: nothing is traced or compiled
     impl = jax.random.key_impl(key)
     leaves, treedef = jax.tree.flatten(shapes)
     made = []

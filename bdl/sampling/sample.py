@@ -33,7 +33,6 @@ from bdl.sampling.kept.keeper import Keep
 from bdl.sampling.kept.provenance import run_meta
 from bdl.sampling.kept.stream import StreamWriter
 from bdl.sampling.run import loop as looping
-from bdl.sampling.run.ahead import compile_ahead, stand_ins
 from bdl.sampling.run.argument_checks import check_run, check_schedules, check_start
 from bdl.sampling.run.failures import refuse_bad_starts, start_explanation
 from bdl.sampling.run.layout import Layout, resolve
@@ -41,10 +40,9 @@ from bdl.sampling.run.loop_options import LoopOptions
 from bdl.sampling.run.loop_options import resolve as resolve_loop
 from bdl.sampling.run.program import Programs
 from bdl.sampling.run.progress import Progress
-from bdl.sampling.run.start import start_chains, start_shapes
+from bdl.sampling.run.start import start_chains
 from bdl.sampling.samples import DivergenceWarning, Samples
 from bdl.sampling.verdict.convergence_check import checked, run_monitor
-from bdl.sampling.verdict.monitored import lower_monitor
 from bdl.sampling.verdict.runaway_check import flag_runaway
 from bdl.sampling.warmup import Schedule, WarmUp, needs_adaptation
 
@@ -218,32 +216,22 @@ def sample(
 
     key = jax.random.key(seed)
     warmup = WarmUp(bound) if adapting else None
-    block = (layout.start, layout.stop)
-    chain_shapes, key_shapes = start_shapes(target, bound, warmup, key, num_chains, init, block)
-    owners = (kernel, target)  # the draw's shapes are traced once per kernel and target
-    rows = _buffer_rows(draw_buffers.template(bound, chain_shapes.states, 1, owners), num_draws)
-    shapes = draw_buffers.template(bound, chain_shapes.states, rows, owners)
-    buffers = _placed(draw_buffers.zeros(shapes), layout)
-    in_turn = options.chains_in_turn and num_chains > 1
-    built = (layout, key, rows, options.convolutions, in_turn, options.block, thin)
-    monitor = run_monitor(target, num_chains, num_draws) if kept.keep_draws else None
-    ahead = None  # the first call's program, compiled while the start's compiles and runs
-    alone = saved is None and layout.mesh is None and layout.processes == 1
-    keys = stand_ins(key_shapes, key) if alone else None
-    if keys is not None:
-        warming = schedule is not None and min(burn_in, schedule.end) > 0
-        then = []  # and then the programs that the kept draws' checks call
-        if monitor is not None:
-            positions = stand_ins(shapes.collected["position"], key)
-            then.append(partial(lower_monitor, target, positions, monitor[0]))
-        first = Programs(target, bound, warmup, keys, *built)
-        ahead = compile_ahead(first, chain_shapes, buffers, warming, then)
-    chains, chain_keys = start_chains(target, bound, warmup, key, num_chains, init, block)
+    chains, chain_keys = start_chains(
+        target, bound, warmup, key, num_chains, init, (layout.start, layout.stop)
+    )
     chains, chain_keys = layout.shard(chains), layout.shard(chain_keys)
-    programs = Programs(target, bound, warmup, chain_keys, *built)
+    owners = (kernel, target)  # the draw's shapes are traced once per kernel and target
+    rows = _buffer_rows(draw_buffers.template(bound, chains.states, 1, owners), num_draws)
+    shapes = draw_buffers.template(bound, chains.states, rows, owners)
+    buffers = _placed(draw_buffers.zeros(shapes), layout)
+    programs = Programs(
+        target, bound, warmup, chain_keys, layout, key, rows,
+        options.convolutions, options.chains_in_turn and num_chains > 1, options.block, thin,
+    )  # fmt: skip
     run = draw_buffers.RunFields(bound, meta, warmup, shapes)
     table = draw_buffers.DrawTable(shapes, num_draws) if kept.keep_draws else None
     stream = None if kept.stream_to is None else StreamWriter(kept.stream_to, checkpoint_every)
+    monitor = run_monitor(target, num_chains, num_draws) if table is not None else None
     sinks = Keep(kept, table, stream, shapes, run, monitor)
     t, parts = 0, 0
     if saved is not None:
@@ -262,8 +250,6 @@ def sample(
     check = None  # a resumed run's start was checked when it began
     if saved is None:
         check = partial(refuse_bad_starts, target, bound, first=layout.start)
-    if ahead is not None:
-        ahead.wait()
     end, interrupted = looping.run(
         programs, plan, start, schedule, options.chunks, sinks, writer, meter, check
     )

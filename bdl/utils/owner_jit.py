@@ -10,8 +10,8 @@ next compilation crashes inside XLA.
 
 :func:`owner_jit` watches the first argument of each call (the *owner*: a target, an
 accumulator) through a weak reference. When ``max_released`` owners that it compiled for
-have been garbage-collected, the next call for a new owner clears the function's compilation cache,
-so what a process holds is bounded by the owners still alive (each recompiles once after a clear).
+have been garbage-collected, the next call clears the function's compilation cache, so what
+a process holds is bounded by the owners still alive (each recompiles once after a clear).
 
 A program that runs once per run, or a few times (a run's start, the checks after it), is
 declared with ``once=True``: on a CPU, XLA compiles it with :data:`ONCE_OPTIONS`, LLVM's ``-O1``
@@ -93,21 +93,13 @@ class OwnerJit(Generic[P, R]):
             self._jitted_once = self._once()
         return self._jitted_once
 
-    def _watch(self, args: tuple) -> None:
-        """Watch this call's owner; before the first call for a new owner, clear the cache when
-        enough owners are gone. A live owner's call never clears it: a program compiled ahead
-        for it (:meth:`lower`) stays until its own call."""
-        if args and args[0] in self._owners:
-            return
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if self._released >= self.max_released:
             self.clear_cache()
-        if args:
+        if args and args[0] not in self._owners:
             # an owner built inside an outer trace, or one that takes no weak reference, is not
             # watched: its programs stay until the next clear
             self._owners.remember(args[0], None)
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        self._watch(args)
         jitted = self._current()
         if self._donate is None:
             return jitted(*args, **kwargs)
@@ -115,21 +107,12 @@ class OwnerJit(Generic[P, R]):
         return jitted((args, kwargs), donated)
 
     def lower(self, *args: P.args, **kwargs: P.kwargs) -> Any:
-        """The program a call with these arguments runs, lowered (nothing is compiled; a
-        program compiled from it is the call's, and stays in the cache as the call's would)."""
-        self._watch(args)
+        """The program a call with these arguments runs, lowered (nothing is compiled)."""
         jitted = self._current()
         if self._donate is None:
             return jitted.lower(*args, **kwargs)
         donated = kwargs.pop(self._donate)
         return jitted.lower((args, kwargs), donated)
-
-    def output_shapes(self, *args: P.args, **kwargs: P.kwargs) -> Any:
-        """The shapes and dtypes (``jax.ShapeDtypeStruct`` leaves) of what a call with these
-        arguments returns, from its program lowered (nothing is compiled; a later call reuses
-        the trace and the lowering)."""
-        lowered = self.lower(*args, **kwargs)
-        return lowered.postprocess(lowered.lowered.out_info)
 
     def _count_release(self) -> None:
         self._released += 1

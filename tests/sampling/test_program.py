@@ -112,59 +112,6 @@ def test_a_run_compiles_two_programs_or_three_when_adapted(name, programs, block
     assert counter.count - len(run) == 1, counter.names
 
 
-def _small_network():
-    """A Flax network on 60 points (checked in function space: its predictions are monitored)."""
-    import flax.linen as nn
-
-    class Net(nn.Module):
-        @nn.compact
-        def __call__(self, x):
-            return nn.Dense(1)(nn.tanh(nn.Dense(4)(x)))[..., 0]
-
-    rng = np.random.default_rng(4)
-    x = rng.normal(size=(60, 2)).astype(np.float32)
-    y = np.sin(x[:, 0]).astype(np.float32)
-    model = bdl.Model(network=Net(), likelihood=bdl.Gaussian(0.3), prior=bdl.Normal(1.0))
-    return bdl.compile(model, (x[:40], y[:40], x[40:], y[40:]), batch_size=10)
-
-
-@pytest.mark.parametrize(
-    ("name", "model"), [("fixed", "linear"), ("adapted", "linear"), ("fixed", "network")]
-)
-def test_the_first_chunk_program_compiles_while_the_start_does(name, model):
-    """The first call's chunk program (warm-up's when adapted) is compiled in a thread of its
-    own while the start's compiles, from stand-ins of the start's shapes, and then, for a
-    network, the convergence check's program on its kept draws; each call finds its program:
-    the run compiles each program once, and the draws are those of a second run, which
-    compiles nothing."""
-    import threading
-
-    target = _fresh_target() if model == "linear" else _small_network()
-    kernel = bdl.kernels.get("sghmc", **({"step_size": 1e-2} if name == "fixed" else {}))
-    threads: list[tuple[str, str]] = []
-
-    def listen(event: str, duration: float, **kwargs) -> None:
-        if event == "/jax/core/compile/backend_compile_duration":
-            threads.append((str(kwargs.get("fun_name")), threading.current_thread().name))
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    args = dict(num_steps=300, burn_in=200, thin=5, num_chains=2, seed=1, progress=False)
-    first = bdl.sample(target, kernel, **args)
-    chunks = [thread for fun, thread in threads if "compiled_chunk" in fun]
-    assert chunks[0] == "bdl-compile-ahead", threads
-    assert len(chunks) == (2 if name == "adapted" else 1), threads
-    if model == "network":
-        monitor = [thread for fun, thread in threads if "function_values" in fun]
-        assert monitor == ["bdl-compile-ahead"], threads
-    threads.clear()
-    second = bdl.sample(target, kernel, **args)
-    assert not threads
-    for a, b in zip(
-        jax.tree.leaves(first.positions), jax.tree.leaves(second.positions), strict=True
-    ):
-        np.testing.assert_array_equal(a, b)
-
-
 def test_sampling_many_targets_holds_a_bounded_number_of_programs(monkeypatch):
     """A plain module-level ``eqx.filter_jit`` would hold one sampling program per target."""
     import gc

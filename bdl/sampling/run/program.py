@@ -458,8 +458,7 @@ class Programs(NamedTuple):
         in blocks (module docstring), else ``None``."""
         return self.thin if self.block > 1 else None
 
-    def shape(self, phase: Phase) -> Shape:
-        """What the program of ``phase`` is compiled for beyond its arguments' shapes."""
+    def _shape(self, phase: Phase) -> Shape:
         rows = self.buffer_size if phase is not Phase.WARMUP else 1
         thin = self.static_thin if phase is Phase.SAMPLE else None
         return Shape(phase, rows, self.convolutions, self.chains_in_turn, self.block, thin)
@@ -474,7 +473,7 @@ class Programs(NamedTuple):
     ) -> tuple[Chains, Records | None]:
         return run_chunk(
             self.target, self.kernel, self.warmup, chains, self.chain_keys, lengths,
-            self.shape(phase), self.layout, self.run_key, point, buffers,
+            self._shape(phase), self.layout, self.run_key, point, buffers,
         )  # fmt: skip
 
     def sample(

@@ -66,22 +66,6 @@ def start_chains(
     return out, chain_keys
 
 
-def start_shapes(
-    target: Target,
-    kernel: Kernel,
-    warmup: WarmUp | None,
-    key: jax.Array,
-    num_chains: int,
-    init: Any,
-    chains: tuple[int, int],
-) -> tuple[Chains, jax.Array]:
-    """The shapes and dtypes (``jax.ShapeDtypeStruct`` leaves) of what :func:`start_chains`
-    returns for these arguments, from its program lowered (the call reuses the trace and the
-    lowering; nothing is compiled)."""
-    out, chain_keys, _ = _start.output_shapes(target, kernel, warmup, key, num_chains, init, chains)
-    return out, chain_keys
-
-
 def _finite_or_perturbed(
     target: Target, positions: Any, key: jax.Array, num_chains: int, finite: Any = None
 ) -> Any:

@@ -143,13 +143,6 @@ def function_values_at_draws(
 _at_draws = owner_jit(function_values_at_draws)
 
 
-def lower_monitor(target: CompiledModel, positions: PyTree, num: int) -> Any:
-    """The program of :func:`draw_monitor` on buffers of positions like ``positions`` (arrays
-    of the buffers' shapes; nothing runs), lowered: compiled ahead of the run's first chunk
-    (:mod:`bdl.sampling.run.ahead`)."""
-    return _at_draws.lower(target, positions, num, np.asarray(0, np.int32))
-
-
 def draw_monitor(target: CompiledModel, num: int) -> Any:
     """The function a run's sink calls on each chunk's positions and number of draws made
     (:func:`function_values_at_draws` on ``num`` held-out inputs), returning device arrays."""

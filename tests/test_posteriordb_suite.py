@@ -43,6 +43,8 @@ def test_a_small_posterior_against_stan():
 
 
 SLOW = [n for n in posteriordb.names() if n != "kidiq_with_mom_work-kidscore_interaction_c"]
+#: the ODE posteriors (diffrax; Stan's reference draws for both)
+ODE = ("hudson_lynx_hare-lotka_volterra", "one_comp_mm_elim_abs-one_comp_mm_elim_abs")
 
 
 @pytest.mark.slow
@@ -50,15 +52,19 @@ SLOW = [n for n in posteriordb.names() if n != "kidiq_with_mom_work-kidscore_int
 def test_nuts_and_sghmc_against_stan(name):
     """At the suite's settings: NUTS, where its own trust gate holds, agrees with Stan's draws
     (or moments); SGHMC at its defaults passes every gate, except on accel_gp, where
-    docs/posteriordb.md explains its failure: three of four chains diverge in warm-up from
-    far-out prior draws."""
-    if name in ("hudson_lynx_hare-lotka_volterra", "one_comp_mm_elim_abs-one_comp_mm_elim_abs"):
+    docs/posteriordb.md explains its failure (its chains do not mix in the GP's funnel). The
+    ODE posteriors run the kernel first, as the suite runs it apart from NUTS: a float64 NUTS
+    run leaves float64 constants behind that a later float32 ODE run trips on."""
+    if name in ODE:
         pytest.importorskip("diffrax")
-    result = suite.run_posterior(name, ["sghmc"])
+        result = suite.run_posterior(name, ["sghmc"], stage="kernels")  # Stan's draws
+        result["rows"].update(suite.run_posterior(name, [], stage="nuts")["rows"])
+    else:
+        result = suite.run_posterior(name, ["sghmc"])
     nuts, sghmc = result["rows"]["NUTS"], result["rows"]["sghmc"]
     if nuts["trusted"]:
         assert all(gated(nuts).values()), nuts["rows"]
     if name == "mcycle_gp-accel_gp":
-        assert "diverged chains (left out)" in sghmc["failed"], sghmc["rows"]
+        assert not sghmc["passed"], sghmc["rows"]
         return
     assert sghmc["passed"], sghmc["rows"]

@@ -41,6 +41,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from bdl.compile.compiled_model import CompiledModel
 from bdl.compile.start_check import start_is_finite
 from bdl.compile.start_draws import fallback_draw
 
@@ -52,6 +53,12 @@ FAR_START = 1e5
 START_TRIES = 100
 #: the random stream of those draws
 RETRY_STREAM = 0x5354
+
+
+def from_prior_draws(target: Any) -> bool:
+    """Whether ``init="auto"`` starts ``target`` from prior draws (a compiled model without a
+    network initialiser): the starts :func:`redrawn_where_far` gives a second chance."""
+    return isinstance(target, CompiledModel) and target.adapter.init is None
 
 
 def redrawn_where_far(model: Any, positions: PyTree, key: jax.Array) -> tuple[PyTree, jax.Array]:

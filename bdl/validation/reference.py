@@ -22,8 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bdl.compile.auto_start import redrawn_where_far
-from bdl.compile.compiled_model import CompiledModel
+from bdl.compile.auto_start import from_prior_draws, redrawn_where_far
 from bdl.compile.fingerprint import describe
 from bdl.compile.target import Target
 from bdl.diagnostics import ess_bulk, rank_rhat
@@ -151,7 +150,7 @@ def nuts_reference(
             potential = target.potential_fn(t)
             init = target.init_positions(jax.random.key(seed), num_chains)
             init = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), init)
-            if isinstance(target, CompiledModel) and target.adapter.init is None:
+            if from_prior_draws(target):
                 # the sampler's default start: Stan's where a prior draw cannot start
                 init = redrawn_where_far(target, init, jax.random.key(seed))[0]
             mcmc = MCMC(

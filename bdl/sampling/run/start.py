@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bdl.compile.auto_start import redrawn_where_far
+from bdl.compile.auto_start import from_prior_draws, redrawn_where_far
 from bdl.compile.start_check import (
     cannot_start,
     explain_start,
@@ -102,7 +102,7 @@ def _start(
         positions = target.init_positions(k_init, num_chains, init)
         if isinstance(init, str) and init == "auto" and "perturbed" in target.INITS:
             finite = None
-            if target.adapter.init is None:  # prior draws: Stan's start where they cannot
+            if from_prior_draws(target):  # Stan's start where a prior draw cannot start
                 positions, finite = redrawn_where_far(target, positions, k_init)
             positions = _finite_or_perturbed(target, positions, k_init, num_chains, finite)
     states = jax.vmap(kernel.init)(positions, jax.random.split(k_kernel, num_chains))

@@ -12,6 +12,7 @@ import pytest
 
 import bdl
 from bdl.data import digits
+from bdl.diagnostics.rank_normalised import within_chains
 from bdl.model_files import load_spec
 from bdl.report import temperatures
 from bdl.report.temperatures import configurational_reading, kinetic_reading, temperature_parts
@@ -51,20 +52,18 @@ def network():
 
 
 def test_a_networks_traces_are_in_their_own_units_and_its_rhat_is_the_verdicts(network):
-    """Log predictive densities are traced as they are (at most 0), not centred; R̂, ESS and the
-    rank plots read each chain centred at its own mean, as the convergence verdict does."""
+    """Log predictive densities are traced as they are (at most 0), not as scores; R̂, ESS and
+    the rank plots read each chain's normal scores within itself, as the convergence verdict
+    does."""
     run, compiled = network
     found, what = monitored(run, compiled)
-    assert found.centred and "in their own units" in what
+    assert found.scored_within_chains and "in their own units" in what
     assert np.nanmax(found.values) <= 0.0  # log p(y | x) of a classifier
-    centres = np.nanmean(found.diagnosed, axis=1)
-    np.testing.assert_allclose(centres, 0.0, atol=1e-9)
-    np.testing.assert_allclose(
-        found.diagnosed, found.values - np.nanmean(found.values, axis=1, keepdims=True)
-    )
+    np.testing.assert_allclose(found.diagnosed, within_chains(found.values))
+    np.testing.assert_allclose(run.convergence.max_rhat, np.nanmax(found.rhat), rtol=1e-9)
     trace, rank = trace_figures(run, found, 3)
     titles = [ax.get_title() for ax in trace.axes]
-    assert any("of each chain centred at its own mean" in t for t in titles)
+    assert any("of each chain's scores within itself" in t for t in titles)
     assert any(t.startswith("log p(y | x_test[") for t in titles)
     lines = [line.get_ydata() for ax in trace.axes[1::2] for line in ax.lines]
     traced = [y for y in lines if len(y) > 2]  # the traces, not the vertical marks of events
@@ -73,10 +72,10 @@ def test_a_networks_traces_are_in_their_own_units_and_its_rhat_is_the_verdicts(n
         figure.clf()
 
 
-def test_a_models_traces_are_its_coordinates_uncentred(regression):
+def test_a_models_traces_are_its_coordinates_as_they_are(regression):
     samples, target = regression
     found, _ = monitored(samples, target)
-    assert not found.centred
+    assert not found.scored_within_chains
     assert found.diagnosed is found.values
 
 

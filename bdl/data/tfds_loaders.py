@@ -289,8 +289,6 @@ def load_tfds(
 # The four loaders below are load_tfds with a name and stay four functions that read alike: each
 # is a public name whose docstring the API reference reads from the source, which functions made
 # in a loop over a table would not have.
-# mnist, fashion_mnist, cifar10 and cifar100 are load_tfds under a name each, so their
-# docstrings read alike: the API reference (read statically) shows a function's own docstring only
 def mnist(**kwargs: Unpack[TfdsOptions]) -> Dataset:
     """MNIST handwritten digits (LeCun et al. 1998), read by :func:`load_tfds`.
 

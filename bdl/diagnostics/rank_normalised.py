@@ -37,7 +37,15 @@ import numpy as np
 from scipy.fft import next_fast_len
 from scipy.special import ndtri
 
-__all__ = ["ESS_METHODS", "MIN_DRAWS", "RHAT_METHODS", "ess", "rank_diagnostics", "rhat"]
+__all__ = [
+    "ESS_METHODS",
+    "MIN_DRAWS",
+    "RHAT_METHODS",
+    "ess",
+    "rank_diagnostics",
+    "rhat",
+    "within_chains",
+]
 
 #: fewest draws per chain for any of the three (ArviZ's minimum)
 MIN_DRAWS = 4
@@ -112,6 +120,44 @@ def rhat(x: Any, method: str = "rank") -> np.ndarray:
         "rank": lambda v: _rank_rhat(_split(v)),
     }[_checked(method, RHAT_METHODS, "rhat")]
     return _per_entry(values, fn, 2).reshape(event)
+
+
+def within_chains(x: Any) -> np.ndarray:
+    """Draws ``(chains, draws, *event)`` replaced by their normal scores within each chain:
+    z = Φ⁻¹((r − 3/8)/(n + 1/4)), r the average rank of a draw among its chain's n draws of the
+    same entry (Blom 1958).
+
+    Every chain then has the same marginal, so R̂ and the ESS of the scores measure how each
+    chain moves through its own distribution and nothing else: the split R̂ sees a chain whose
+    halves differ in location or in scale, the ESS one that moves slowly. That is the question
+    for chains that sit in different modes of equal worth (a network's), where the chains'
+    distributions differ in location and in shape. Centring each chain at its mean instead
+    leaves the shapes: for a skewed quantity, as a log predictive density piled up below 0, a
+    Monte Carlo difference between two chains' means moves the pile across the pooled
+    quantiles, and the tail ESS reads a chain that mixes well as one that barely moves.
+
+    Args:
+        x: draws ``(chains, draws, ...)``.
+
+    Returns:
+        The scores, float64, shaped like ``x``; an entry of a chain with a non-finite draw keeps
+            that chain's values as they are, so that a check still sees them.
+    """
+    values = np.asarray(x, dtype=np.float64)
+    if values.ndim < 2:
+        raise ValueError(
+            f"expected draws shaped (chains, draws, ...); got an array of shape {values.shape}. "
+            "Add a chain axis with x[None] for a single chain."
+        )
+    chains, draws = values.shape[:2]
+    rows = np.moveaxis(values.reshape(chains, draws, -1), 1, -1).reshape(-1, draws)
+    finite = np.isfinite(rows).all(axis=1)
+    scores = rows.copy()
+    if draws and finite.any():
+        ranks = _average_ranks(rows[finite])
+        scores[finite] = ndtri((ranks - 3 / 8) / (draws + 1 / 4))
+    scores = np.moveaxis(scores.reshape(chains, -1, draws), -1, 1)
+    return scores.reshape(values.shape)
 
 
 def _checked(method: str, methods: tuple[str, ...], what: str) -> str:

@@ -54,8 +54,8 @@ def build(
         data,
         batch_size=batch_size,
         kernels={"sghmc": {"step_size": 0.02, "friction": 5.0}, "sgld": {"step_size": 5e-4}},
-        num_steps=20_000,
-        burn_in=5_000,
-        thin=20,
+        num_steps=200_000,
+        burn_in=20_000,
+        thin=200,
         description=f"depth-{depth} MLP on prior-drawn data (n={n_train})",
     )

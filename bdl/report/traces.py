@@ -6,15 +6,15 @@ What is monitored is what the convergence check monitors
 Of those, the report plots the few with the largest R̂, so that a report of a network stays small
 and fast.
 
-The traces and the per-chain distributions are drawn in each quantity's own units (a log
-predictive density in nats, at most 0). A network's R̂ and ESS are those of the verdict: each
-chain centred at its own mean (its weights sit in a mode of their own, whose predictions differ
-from another chain's however long they run), so its rank plots, which show what R̂ reads, are
-of the centred values too. Each distribution panel puts every chain in a band of its own, a
-histogram on bins shared by all chains and scaled to its own peak, so that a chain that barely
-moves shows as a narrow bar beside the others instead of a spike that flattens them. The rank
-plots are ArviZ's (``plot_rank``); divergences and run-away chains are marked on the traces at
-the draw where they happened.
+The traces and the per-chain distributions are drawn in each quantity's own units (a log predictive
+density in nats, at most 0). A network's R̂ and ESS are those of the verdict: of each chain's
+normal scores within itself (:func:`bdl.diagnostics.rank_normalised.within_chains`; its weights sit
+in a mode of their own, whose predictions differ from another chain's however long they run), so
+its rank plots, which show what R̂ reads, are of those scores too. Each distribution panel puts
+every chain in a band of its own, a histogram on bins shared by all chains and scaled to its own
+peak, so that a chain that barely moves shows as a narrow bar beside the others instead of a spike
+that flattens them. The rank plots are ArviZ's (``plot_rank``); divergences and run-away chains are
+marked on the traces at the draw where they happened.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from bdl.diagnostics.rank_normalised import rank_diagnostics
+from bdl.diagnostics.rank_normalised import rank_diagnostics, within_chains
 from bdl.sampling.verdict.monitored import default_space, parameter_quantities, verdict_quantities
 
 #: quantities whose R̂ and ESS the report computes (the worst of them are plotted)
@@ -45,7 +45,7 @@ class Quantities:
         rhat, ess_bulk, ess_tail: per quantity (NaN where undefined), computed on ``diagnosed``.
         total: how many quantities there were to choose from.
         diagnosed: what R̂ and ESS were computed on (and the rank plots show): ``values`` with
-            each chain centred at its own mean in function space, as the verdict does;
+            each chain's normal scores within itself in function space, as the verdict reads;
             ``values`` itself in parameter space.
     """
 
@@ -60,8 +60,8 @@ class Quantities:
     diagnosed: np.ndarray
 
     @property
-    def centred(self) -> bool:
-        """Whether R̂, ESS and the rank plots are of chains centred at their own means."""
+    def scored_within_chains(self) -> bool:
+        """Whether R̂, ESS and the rank plots are of each chain's normal scores within itself."""
         return self.space == "function"
 
     def worst(self, count: int) -> list[int]:
@@ -106,13 +106,13 @@ def monitored(samples: Any, target: Any = None) -> tuple[Quantities | None, str]
     if space == "function":
         judged = verdict_quantities(target, positions, BUDGET)
         values, names, total = judged.values, judged.names, judged.total
-        diagnosed = values - np.nanmean(values, axis=1, keepdims=True)  # within each chain's mode
+        diagnosed = within_chains(values)  # each chain judged within its own mode
         what = (
             "what the convergence verdict judges on held-out inputs — a classifier's "
             "per-example log predictive densities (test points whose log-likelihood "
             "hardly moves left out), a regressor's predictive means and log-likelihoods — "
-            "traced in their own units; R̂ and ESS, as in the verdict, are of each chain "
-            "centred at its own mean (function space: a network's weights permute between "
+            "traced in their own units; R̂ and ESS, as in the verdict, are of each chain's "
+            "normal scores within itself (function space: a network's weights permute between "
             "chains, so each chain is judged within its own mode)"
         )
     else:
@@ -177,7 +177,7 @@ def trace_figures(samples: Any, found: Quantities, count: int) -> tuple[Any, Any
         row[0].set_title(_label(found.names[i]), fontsize=9)
         row[1].set_title(
             f"R̂ {found.rhat[i]:.3f}, bulk ESS {found.ess_bulk[i]:.0f}"
-            + (" (of each chain centred at its own mean)" if found.centred else ""),
+            + (" (of each chain's scores within itself)" if found.scored_within_chains else ""),
             fontsize=8,
         )
         row[1].tick_params(labelsize=7)

@@ -97,7 +97,11 @@ def _trace_parts(samples: Any, found: Any, what: str, count: int) -> list[str]:
         return [note(f"{samples.num_draws} draws per chain: too few to plot traces and ranks.")]
     trace, rank = trace_figures(samples, found, count)
     shown = min(count, len(found.names))
-    ranked = "each chain centred at its own mean, what R̂ reads" if found.centred else "what R̂ reads"
+    ranked = (
+        "each chain's normal scores within itself, what R̂ reads"
+        if found.scored_within_chains
+        else "what R̂ reads"
+    )
     return [
         figure(
             trace,

@@ -5,16 +5,16 @@ verdict (:class:`bdl.diagnostics.convergence.Convergence`), which :func:`bdl.sam
 What is monitored (:mod:`bdl.sampling.verdict.monitored`): a network
 (:func:`~bdl.sampling.verdict.monitored.default_space` says ``"function"``) in function space
 (:func:`~bdl.sampling.verdict.monitored.verdict_quantities`: a classifier's per-example log
-predictive densities of held-out points, saturated ones left out; a regressor's predictive means and
-log-likelihoods), each chain centred at its own mean — a network's chains sit in different modes,
-whose
-predictions differ however long they run, so the check asks that each chain be stationary and
-mixed within its mode (split R̂ catches a chain that still drifts, the ESS one that barely
-moves); any other model in parameter space, its sampled coordinates by name
-(:func:`bdl.utils.trees.parameter_names`). The sampled coordinates are a model's parameters
-through monotone maps (log σ for σ), under which ranks, and so the bulk R̂ and the bulk and tail
-ESS, do not change; using them needs no target, so that :func:`bdl.merge_samples` recomputes the
-verdict from the draws alone, and names what the sampler moves.
+predictive densities of held-out points, saturated ones left out; a regressor's predictive means
+and log-likelihoods), each chain by its normal scores within itself
+(:func:`bdl.diagnostics.rank_normalised.within_chains`) — a network's chains sit in different
+modes, whose predictions differ in location and in shape however long they run, so the check asks
+that each chain be stationary and mixed within its mode (split R̂ catches a chain that still drifts
+or changes its spread, the ESS one that barely moves); any other model in parameter space, its
+sampled coordinates by name (:func:`bdl.utils.trees.parameter_names`). The sampled coordinates are
+a model's parameters through monotone maps (log σ for σ), under which ranks, and so the bulk R̂ and
+the bulk and tail ESS, do not change; using them needs no target, so that :func:`bdl.merge_samples`
+recomputes the verdict from the draws alone, and names what the sampler moves.
 
 Only chains that never diverged are checked (a diverged chain is reported by its own warning).
 A classifier's verdict also reports the BMA's stability between the halves of the draws
@@ -42,6 +42,7 @@ import numpy as np
 
 from bdl.compile.target import Target
 from bdl.diagnostics.convergence import Convergence, assess
+from bdl.diagnostics.rank_normalised import within_chains
 from bdl.diagnostics.stability import bma_stability
 from bdl.diagnostics.stuck import small_steps, unmoved_chains
 from bdl.sampling.samples import ConvergenceWarning, Samples
@@ -161,7 +162,7 @@ def check_convergence(
         # within each chain: a network's chains sit in different modes, whose predictions
         # differ (on digits, R̂ 2 across chains after any length of run); what can be checked
         # is that each chain is stationary and has mixed within its own mode
-        values = values - np.nanmean(values, axis=1, keepdims=True)
+        values = within_chains(values)
     else:
         values, names, total = parameter_quantities(positions, budget)
     paths = [p or "theta" for p in leaf_paths(positions)]

@@ -206,10 +206,11 @@ def page(rows: list[dict]) -> str:
         "validated, since a NUTS reference of a network of thousands of weights takes many hours "
         "on a CPU; such a pair (*no reference*) still runs the kernel with the file's settings "
         "(`bdl sample MODEL --kernel K --tuned`), and its row gives that run's own convergence "
-        "verdict, which `bdl validate` checks before it compares anything. A kernel a file does "
-        "not name has no row: `regression_1d` names SGHMC only, since SGLD's step is held below "
-        "2/λ_max = 2.6·10⁻⁶ by the stiffest direction of its energy (λ_max = 7.6·10⁵), where 3.2 "
-        "million steps left a bulk ESS of 274 (R̂ 1.013) in function space.",
+        "verdict, which `bdl validate` checks before it compares anything. A file may give a "
+        "kernel run lengths of its own: `regression_1d` gives SGLD ten million steps, since its "
+        "step is held below 2/λ_max = 2.6·10⁻⁶ by the stiffest direction of the energy "
+        "(λ_max = 7.6·10⁵), where 3.2 million steps left a bulk ESS of 274 (R̂ 1.013) in "
+        "function space.",
         "",
         f"{converged} of the {len(alone)} pairs without a reference converge in their own runs. "
         "These are networks of thousands of weights whose files set short demonstration runs "

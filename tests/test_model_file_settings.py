@@ -111,3 +111,27 @@ def test_nuts_settings_come_from_the_file_unless_given():
     assert own.nuts_settings() == {"num_warmup": 2_000, "num_samples": 5_000}
     assert own.nuts_settings(samples=300) == {"num_warmup": 2_000, "num_samples": 300}
     assert load_spec("two_mode").nuts_settings()["num_samples"] == 5_000
+
+
+@pytest.mark.slow
+def test_a_pair_without_a_reference_reports_its_own_runs_verdict(tmp_path):
+    """A model over ``--max-params`` gets no NUTS reference: its kernel runs alone with the
+    file's settings, and the row carries that run's convergence verdict."""
+    out = tmp_path / "model-files.md"
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "validate_model_files.py"),
+        "--models",
+        "eight_schools",
+        "--max-params",
+        "5",
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = json.loads(out.with_suffix(".json").read_text())
+    assert row["status"] == "no reference" and row["command"].startswith("bdl sample")
+    assert "its own run: converged (4 chains × " in row["note"]
+    assert float(row["max_rhat"]) < 1.01 and float(row["min_bulk_ess"]) >= 400
+    assert "1 of the 1 pairs without a reference converge" in out.read_text()

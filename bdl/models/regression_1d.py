@@ -33,9 +33,12 @@ def build(width: int = 16, temperature: float = 1.0) -> bdl.ModelSpec:
         batch_size=20,
         # validated against NUTS at width 16 (docs/model-files.md): the noise sd 0.1 makes the
         # energy stiff (largest Hessian eigenvalue 7.6e5), so steps are small and runs long.
-        # SGLD is not suggested: its step is held below 2/7.6e5 by that eigenvalue, and at 2e-6
-        # its 3.2 million steps left a bulk ESS of 274 (docs/model-files.md)
-        kernels={"sghmc": {"step_size": 2.5e-4, "friction": 20.0}},
+        # SGLD's step is held below 2/7.6e5 by that eigenvalue, and its flattest directions then
+        # need ten million steps (3.2 million left a bulk ESS of 274): its own run lengths
+        kernels={
+            "sghmc": {"step_size": 2.5e-4, "friction": 20.0},
+            "sgld": {"step_size": 2e-6, "num_steps": 10_000_000, "burn_in": 400_000, "thin": 9_600},
+        },
         num_steps=1_600_000,
         burn_in=100_000,
         thin=1_500,

@@ -17,6 +17,10 @@ from typing import Any
 from bdl.validation import compare
 from bdl.validation.reference import ESS_MIN, RHAT_MAX
 
+#: the day a network's convergence check moved to each chain's normal scores (CHANGELOG, Fixed):
+#: function-space sections generated before it are marked stale
+FUNCTION_VERDICT_SINCE = "2026-11-29"
+
 #: short column headers for the comparison rows ("kernel min bulk ESS": results stored before the
 #: comparison's ESS row and the convergence check's were given distinct names, when it was the
 #: comparison's)
@@ -214,6 +218,15 @@ def render_case(case: dict[str, Any], page_dir: Path) -> list[str]:
         f"{case['date']}."
     )
     lines.append("")
+    if case["space"] == "function" and case["date"] < FUNCTION_VERDICT_SINCE:
+        lines += [
+            f"**Stale:** generated before {FUNCTION_VERDICT_SINCE}, when a network's convergence "
+            "check moved from chains centred at their means to each chain's normal scores "
+            "([troubleshooting](troubleshooting.md#the-run-has-not-converged)): the comparisons "
+            "stand, the mixing rows and verdicts may read differently now. Re-run with "
+            f"`python scripts/validation_suite.py --models {case['model']}`.",
+            "",
+        ]
     if case.get("note"):
         lines += [case["note"], ""]
     literature = case.get("literature_skl") is not None

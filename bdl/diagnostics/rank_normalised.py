@@ -14,7 +14,9 @@ S/τ̂ with τ̂ = −1 + 2Σ ρ̂_t, capped below at 1/log₁₀ S as ArviZ cap
 
 :func:`ess` and :func:`rhat` give each of ArviZ's methods on its own (``arviz.ess`` identity,
 mean, bulk, tail; ``arviz.rhat`` split, z_scale, folded, rank); :mod:`bdl.diagnostics.chains`
-wraps them one function per method. The arithmetic is ArviZ's, written in NumPy over all
+wraps them one function per method. :func:`within_chains` replaces each chain's draws by their
+normal scores within that chain, for chains judged each within its own mode (a network's:
+:mod:`bdl.sampling.verdict.convergence_check`). The arithmetic is ArviZ's, written in NumPy over all
 entries at once: ArviZ loops over entries in Python and imports xarray and pandas, which costs
 about a millisecond per entry and a second and a half at first use, too much for a check after
 every :func:`bdl.sample`. ``tests/test_diagnostics.py`` and ``tests/test_convergence_check.py``

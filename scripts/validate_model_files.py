@@ -102,6 +102,18 @@ def _figure(text: str, label: str) -> str | None:
     return None
 
 
+def _bdl(command: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, float] | None:
+    """``bdl COMMAND`` in a process of its own: its result and seconds (``None`` past timeout)."""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            BDL + command, capture_output=True, text=True, timeout=timeout, cwd=ROOT
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return done, time.perf_counter() - start
+
+
 def run_pair(row: dict, plots: Path, timeout: float) -> dict:
     """``bdl validate MODEL --kernel K --tuned``: its exit status, verdict and figures."""
     plots.mkdir(parents=True, exist_ok=True)
@@ -114,14 +126,10 @@ def run_pair(row: dict, plots: Path, timeout: float) -> dict:
         "--plot",
         str(plots / f"{row['model']}_{row['kernel']}.png"),
     ]
-    start = time.perf_counter()
-    try:
-        done = subprocess.run(
-            BDL + command, capture_output=True, text=True, timeout=timeout, cwd=ROOT
-        )
-    except subprocess.TimeoutExpired:
+    ran = _bdl(command, timeout)
+    if ran is None:
         return {**row, "status": "timeout", "seconds": timeout, "note": f"over {timeout:.0f} s"}
-    seconds = time.perf_counter() - start
+    done, seconds = ran
     out, err = done.stdout, done.stderr
     log = plots / f"{row['model']}_{row['kernel']}.txt"  # the command's whole output, kept
     log.write_text(f"$ bdl {' '.join(command)}\n{out}\n{err}", encoding="utf-8")
@@ -154,13 +162,10 @@ def run_alone(row: dict, timeout: float) -> dict:
     """``bdl sample MODEL --kernel K --tuned`` for a pair without a reference: the kernel's own
     convergence verdict, which ``bdl validate`` would check before comparing anything."""
     command = ["sample", row["model"], "--kernel", row["kernel"], "--tuned"]
-    start = time.perf_counter()
-    try:
-        done = subprocess.run(
-            BDL + command, capture_output=True, text=True, timeout=timeout, cwd=ROOT
-        )
-    except subprocess.TimeoutExpired:
+    ran = _bdl(command, timeout)
+    if ran is None:
         return {**row, "note": f"{row['note']}; its own run: over {timeout:.0f} s"}
+    done, seconds = ran
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("convergence:")), "")
     rhat = re.search(r"max R̂ ([0-9.]+)", line)
     ess = re.search(r"min bulk ESS ([0-9.]+)", line)
@@ -173,7 +178,7 @@ def run_alone(row: dict, timeout: float) -> dict:
         **row,
         "max_rhat": rhat.group(1) if rhat else None,
         "min_bulk_ess": ess.group(1) if ess else None,
-        "seconds": round(time.perf_counter() - start, 1),
+        "seconds": round(seconds, 1),
         "date": datetime.date.today().isoformat(),
         "command": "bdl " + " ".join(command),
         "note": f"{row['note']}; {own}" if line else f"{row['note']}; exit {done.returncode}",
@@ -248,8 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     for i, row in enumerate(rows):
         if row["status"] in ("pending", "no reference"):
             print(f"[{i + 1}/{len(rows)}] {row['model']} {row['kernel']} ...", flush=True)
-            run = run_pair if row["status"] == "pending" else lambda r, _, t: run_alone(r, t)
-            rows[i] = run(row, args.plots, args.timeout)
+            if row["status"] == "pending":
+                rows[i] = run_pair(row, args.plots, args.timeout)
+            else:
+                rows[i] = run_alone(row, args.timeout)
             print(f"    {rows[i]['status']} ({rows[i].get('seconds')} s) {rows[i].get('note', '')}")
     ran = {r["model"] for r in rows} | set(args.models or [])
 

@@ -80,16 +80,16 @@ def test_every_shipped_suggestion_builds_its_kernel(spec, kernel):
     assert lengths["thin"] <= lengths["num_steps"] - lengths["burn_in"]
 
 
-@pytest.mark.slow
-def test_the_validation_script_passes_eight_schools(tmp_path):
-    """``scripts/validate_model_files.py`` on one model: ``bdl validate eight_schools --kernel
-    sghmc --tuned`` (4 chains, seed 0) passes, and the page and its results are written."""
+def _validate_eight_schools(tmp_path, *options: str) -> Path:
+    """``scripts/validate_model_files.py --models eight_schools`` with ``options``, writing into
+    ``tmp_path``; the page's path, once the script has exited 0."""
     out = tmp_path / "model-files.md"
     command = [
         sys.executable,
         str(ROOT / "scripts" / "validate_model_files.py"),
         "--models",
         "eight_schools",
+        *options,
         "--out",
         str(out),
         "--plots",
@@ -97,6 +97,14 @@ def test_the_validation_script_passes_eight_schools(tmp_path):
     ]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=3600)
     assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_the_validation_script_passes_eight_schools(tmp_path):
+    """``scripts/validate_model_files.py`` on one model: ``bdl validate eight_schools --kernel
+    sghmc --tuned`` (4 chains, seed 0) passes, and the page and its results are written."""
+    out = _validate_eight_schools(tmp_path)
     rows = json.loads(out.with_suffix(".json").read_text())
     assert [(r["model"], r["kernel"], r["status"]) for r in rows] == [
         ("eight_schools", "sghmc", "PASS")
@@ -117,19 +125,7 @@ def test_nuts_settings_come_from_the_file_unless_given():
 def test_a_pair_without_a_reference_reports_its_own_runs_verdict(tmp_path):
     """A model over ``--max-params`` gets no NUTS reference: its kernel runs alone with the
     file's settings, and the row carries that run's convergence verdict."""
-    out = tmp_path / "model-files.md"
-    command = [
-        sys.executable,
-        str(ROOT / "scripts" / "validate_model_files.py"),
-        "--models",
-        "eight_schools",
-        "--max-params",
-        "5",
-        "--out",
-        str(out),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=1800)
-    assert done.returncode == 0, done.stdout + done.stderr
+    out = _validate_eight_schools(tmp_path, "--max-params", "5")
     (row,) = json.loads(out.with_suffix(".json").read_text())
     assert row["status"] == "no reference" and row["command"].startswith("bdl sample")
     assert "its own run: converged (4 chains × " in row["note"]

@@ -156,8 +156,7 @@ def within_chains(x: Any) -> np.ndarray:
     finite = np.isfinite(rows).all(axis=1)
     scores = rows.copy()
     if draws and finite.any():
-        ranks = _average_ranks(rows[finite])
-        scores[finite] = ndtri((ranks - 3 / 8) / (draws + 1 / 4))
+        scores[finite] = _z_scale(rows[finite][:, None, :])[:, 0]  # each row its own "chain"
     scores = np.moveaxis(scores.reshape(chains, -1, draws), -1, 1)
     return scores.reshape(values.shape)
 

@@ -1,4 +1,5 @@
-"""``bdl kernels``: every registered kernel, one line each, with its checker verdict.
+"""``bdl kernels``: every registered kernel, one line each, with the stationarity checker's
+verdict (exact or approximate, and why) at its registered defaults.
 
 By default the verdicts are the ones shipped with bdl (``bdl/kernels/verdicts.json``), so the
 listing is immediate; ``--check`` re-runs the stationarity checker (seconds per kernel) and says
@@ -13,15 +14,7 @@ from bdl.cli.options import check_kernel
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "kernels",
-        help="list the registered kernels with their checker verdicts",
-        description=(
-            "List the registered kernels with the stationarity checker's verdict (exact or "
-            "approximate, and why) at their registered defaults. The verdicts shown are the "
-            "ones shipped with bdl; --check computes them afresh."
-        ),
-    )
+    p = sub.add_parser("kernels", help="list the registered kernels with their checker verdicts")
     p.add_argument("names", nargs="*", metavar="NAME", help="only these kernels (default: all)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(

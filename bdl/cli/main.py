@@ -74,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for command in commands:
         command.add_parser(sub)
+    # each command's module docstring is its description in `bdl COMMAND --help`
+    for command, command_parser in zip(commands, sub.choices.values(), strict=True):
+        command_parser.description = (command.__doc__ or "").replace("``", "").strip()
+        command_parser.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 

@@ -1,4 +1,8 @@
-"""``bdl meta-train {l2e,kinetic-l2e,nnsghmc}``: train a learned kernel's meta-parameters."""
+"""``bdl meta-train {l2e,kinetic-l2e,nnsghmc}``: train a learned kernel's meta-parameters.
+
+With the shipped configuration, or ``--config FILE``; the run checkpoints every few iterations
+into ``--out`` and continues from there with ``--resume``.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,7 @@ from bdl.meta import TRAINERS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    # one argparse call, as in kernels_cmd: commands with a description read alike
-    p = sub.add_parser(
-        "meta-train",
-        help="meta-train a learned kernel (l2e, kinetic-l2e, nnsghmc)",
-        description=(
-            "Train a learned kernel's meta-parameters with the shipped configuration or --config "
-            "FILE; checkpoints every few iterations into --out and resumes with --resume."
-        ),
-    )
+    p = sub.add_parser("meta-train", help="meta-train a learned kernel (l2e, kinetic-l2e, nnsghmc)")
     p.add_argument("kernel", choices=sorted(TRAINERS), help="the learned kernel to train")
     p.add_argument("--config", default=None, help="TOML config (default: the shipped one)")
     p.add_argument("--out", default=None, help="run directory (default: bdl-output/meta/KERNEL)")

@@ -40,6 +40,7 @@ from bdl.data.synthetic_energies import (
 from bdl.data.tfds_loaders import (
     DatasetFormatError,
     DatasetNotPreparedError,
+    TfdsLoader,
     channel_statistics,
     cifar10,
     cifar100,
@@ -54,6 +55,7 @@ __all__ = [
     "DatasetFormatError",
     "DatasetNotPreparedError",
     "MLPNetwork",
+    "TfdsLoader",
     "breast_cancer",
     "channel_statistics",
     "cifar10",

@@ -24,6 +24,7 @@ m ≈ (0.4914, 0.4822, 0.4465), s ≈ (0.2470, 0.2435, 0.2616). Labels are ``int
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from typing import Any, TypedDict, Unpack
@@ -37,6 +38,7 @@ __all__ = [
     "TFDS_NAMES",
     "DatasetFormatError",
     "DatasetNotPreparedError",
+    "TfdsLoader",
     "TfdsOptions",
     "channel_statistics",
     "cifar10",
@@ -47,8 +49,8 @@ __all__ = [
 ]
 
 TFDS_NAMES: tuple[str, ...] = ("mnist", "fashion_mnist", "cifar10", "cifar100")
-"""The TFDS datasets with named wrappers in this module (``load_tfds`` accepts any image dataset
-with ``image``/``label`` features and ``train``/``test`` splits)."""
+"""The TFDS datasets with a named :class:`TfdsLoader` in this module (``load_tfds`` accepts any
+image dataset with ``image``/``label`` features and ``train``/``test`` splits)."""
 
 _READ_CHUNK = 4096  # examples per batched random-access read
 
@@ -62,7 +64,7 @@ class DatasetFormatError(RuntimeError):
 
 
 class TfdsOptions(TypedDict, total=False):
-    """Keyword arguments accepted by the named wrappers and forwarded to :func:`load_tfds`."""
+    """Keyword arguments accepted by a :class:`TfdsLoader` and forwarded to :func:`load_tfds`."""
 
     data_dir: str | os.PathLike[str] | None
     flatten: bool
@@ -286,65 +288,47 @@ def load_tfds(
     )
 
 
-# The four loaders below are load_tfds with a name and stay four functions that read alike: each
-# is a public name whose docstring the API reference reads from the source, which functions made
-# in a loop over a table would not have.
-def mnist(**kwargs: Unpack[TfdsOptions]) -> Dataset:
-    """MNIST handwritten digits (LeCun et al. 1998), read by :func:`load_tfds`.
+@dataclasses.dataclass(frozen=True)
+class TfdsLoader:
+    """One TFDS image dataset by name: calling it is :func:`load_tfds` with that name.
 
-    Args:
-        **kwargs: ``data_dir``, ``flatten``, ``dtype``, ``normalize``, as :func:`load_tfds`.
+    ``bdl.data.mnist``, ``fashion_mnist``, ``cifar10`` and ``cifar100`` are instances: a table of
+    names, not four functions, so their one call is documented once, here.
 
-    Returns:
-        60,000 training and 10,000 test images of 28×28×1 pixels, ``num_classes=10``.
-
-    Raises:
-        DatasetNotPreparedError: the dataset is not prepared in the TFDS data directory.
+    Attributes:
+        name: the TFDS catalog name passed to :func:`load_tfds`.
     """
-    return load_tfds("mnist", **kwargs)
+
+    name: str
+
+    def __call__(self, **kwargs: Unpack[TfdsOptions]) -> Dataset:
+        """The dataset's ``train`` and ``test`` splits in memory.
+
+        Args:
+            **kwargs: ``data_dir``, ``flatten``, ``dtype``, ``normalize``, as :func:`load_tfds`.
+
+        Returns:
+            The :class:`Dataset`, as :func:`load_tfds` returns it.
+
+        Raises:
+            DatasetNotPreparedError: the dataset is not prepared in the TFDS data directory.
+        """
+        return load_tfds(self.name, **kwargs)
 
 
-def fashion_mnist(**kwargs: Unpack[TfdsOptions]) -> Dataset:
-    """Fashion-MNIST (Xiao et al. 2017), clothing, read by :func:`load_tfds`.
+mnist = TfdsLoader("mnist")
+"""MNIST handwritten digits (LeCun et al. 1998): 60,000 training and 10,000 test images of
+28×28×1 pixels, ``num_classes=10``. Call it as :func:`load_tfds`, without the name."""
 
-    Args:
-        **kwargs: ``data_dir``, ``flatten``, ``dtype``, ``normalize``, as :func:`load_tfds`.
+fashion_mnist = TfdsLoader("fashion_mnist")
+"""Fashion-MNIST clothing (Xiao et al. 2017): 60,000 training and 10,000 test images of 28×28×1
+pixels, ``num_classes=10``. Call it as :func:`load_tfds`, without the name."""
 
-    Returns:
-        60,000 training and 10,000 test images of 28×28×1 pixels, ``num_classes=10``.
+cifar10 = TfdsLoader("cifar10")
+"""CIFAR-10 natural images (Krizhevsky 2009): 50,000 training and 10,000 test images of 32×32×3
+pixels, ``num_classes=10``. Call it as :func:`load_tfds`, without the name."""
 
-    Raises:
-        DatasetNotPreparedError: the dataset is not prepared in the TFDS data directory.
-    """
-    return load_tfds("fashion_mnist", **kwargs)
-
-
-def cifar10(**kwargs: Unpack[TfdsOptions]) -> Dataset:
-    """CIFAR-10 (Krizhevsky 2009), natural images, read by :func:`load_tfds`.
-
-    Args:
-        **kwargs: ``data_dir``, ``flatten``, ``dtype``, ``normalize``, as :func:`load_tfds`.
-
-    Returns:
-        50,000 training and 10,000 test images of 32×32×3 pixels, ``num_classes=10``.
-
-    Raises:
-        DatasetNotPreparedError: the dataset is not prepared in the TFDS data directory.
-    """
-    return load_tfds("cifar10", **kwargs)
-
-
-def cifar100(**kwargs: Unpack[TfdsOptions]) -> Dataset:
-    """CIFAR-100 (Krizhevsky 2009), natural images, read by :func:`load_tfds`.
-
-    Args:
-        **kwargs: ``data_dir``, ``flatten``, ``dtype``, ``normalize``, as :func:`load_tfds`.
-
-    Returns:
-        50,000 training and 10,000 test images of 32×32×3 pixels, ``num_classes=100`` (the fine
-            labels).
-
-    Raises:
-        DatasetNotPreparedError: the dataset is not prepared in the TFDS data directory.
-    """
-    return load_tfds("cifar100", **kwargs)
+cifar100 = TfdsLoader("cifar100")
+"""CIFAR-100 natural images (Krizhevsky 2009): 50,000 training and 10,000 test images of
+32×32×3 pixels, ``num_classes=100`` (the fine labels). Call it as :func:`load_tfds`, without the
+name."""

@@ -20,6 +20,7 @@ Draws are arrays shaped ``(chains, draws, *event)``; apply the chain diagnostics
 
 from bdl.diagnostics.bias import Bias, assess_bias
 from bdl.diagnostics.chains import (
+    RHat,
     bulk_rhat,
     effective_sample_size,
     ess_bulk,
@@ -44,6 +45,7 @@ from bdl.diagnostics.temperatures import (
 __all__ = [
     "Bias",
     "GroupTemperature",
+    "RHat",
     "SteinEstimates",
     "TemperatureReport",
     "assess_bias",

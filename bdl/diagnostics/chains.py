@@ -29,6 +29,7 @@ and R̂ NaN. One difference: an entry with an infinite draw gets NaN (ArviZ rank
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ import numpy as np
 from bdl.diagnostics.rank_normalised import ess, rhat
 
 __all__ = [
+    "RHat",
     "bulk_rhat",
     "effective_sample_size",
     "ess_bulk",
@@ -46,9 +48,8 @@ __all__ = [
 ]
 
 
-# Each function below is one method of ess or rhat (bdl.diagnostics.rank_normalised), which does
-# the arithmetic; they stay separate functions with docstrings that read alike because each is a
-# public name whose docstring the API reference reads from the source.
+# Each function below is one method of ess (bdl.diagnostics.rank_normalised), which does the
+# arithmetic; the R̂ methods are instances of RHat, whose call is documented once.
 def effective_sample_size(x: Any, *, split: bool = False) -> np.ndarray:
     """Multi-chain Geyer ESS (initial monotone sequence) of ``(chains, draws, *event)`` draws.
 
@@ -91,56 +92,39 @@ def ess_tail(x: Any, prob: float | tuple[float, float] | None = None) -> np.ndar
     return ess(x, "tail", prob)
 
 
-# split_rhat, bulk_rhat, tail_rhat and rank_rhat are rhat under a method each, so their
-# docstrings read alike: the API reference (read statically) shows a function's own docstring only
-def split_rhat(x: Any) -> np.ndarray:
-    """Split R̂ (Gelman et al. 2013), ``arviz.rhat(method="split")``.
+@dataclasses.dataclass(frozen=True)
+class RHat:
+    """R̂ under one ``arviz.rhat`` method: :func:`split_rhat`, :func:`bulk_rhat`,
+    :func:`tail_rhat` and :func:`rank_rhat` are instances, so their one call is documented once.
 
-    Args:
-        x: draws ``(chains, draws)`` or ``(chains, draws, ...)`` (one value per quantity after the
-            two leading axes).
-
-    Returns:
-        R̂ of each quantity.
+    Attributes:
+        method: the ``arviz.rhat`` method (``"split"``, ``"z_scale"``, ``"folded"``, ``"rank"``).
     """
-    return rhat(x, "split")
+
+    method: str
+
+    def __call__(self, x: Any) -> np.ndarray:
+        """R̂ of each quantity of the draws.
+
+        Args:
+            x: draws ``(chains, draws)`` or ``(chains, draws, ...)`` (one value per quantity after
+                the two leading axes).
+
+        Returns:
+            R̂ of each quantity.
+        """
+        return rhat(x, self.method)
 
 
-def bulk_rhat(x: Any) -> np.ndarray:
-    """Split R̂ of rank-normalised draws, ``arviz.rhat(method="z_scale")``: location shifts.
+split_rhat = RHat("split")
+"""Split R̂ (Gelman et al. 2013), ``arviz.rhat(method="split")``."""
 
-    Args:
-        x: draws ``(chains, draws)`` or ``(chains, draws, ...)`` (one value per quantity after the
-            two leading axes).
+bulk_rhat = RHat("z_scale")
+"""Split R̂ of rank-normalised draws, ``arviz.rhat(method="z_scale")``: location shifts."""
 
-    Returns:
-        R̂ of each quantity.
-    """
-    return rhat(x, "z_scale")
+tail_rhat = RHat("folded")
+"""Split R̂ of rank-normalised folded draws |x − median x|, ``arviz.rhat(method="folded")``:
+differences in scale, which the bulk R̂ misses."""
 
-
-def tail_rhat(x: Any) -> np.ndarray:
-    """Split R̂ of rank-normalised folded draws |x − median x|, ``arviz.rhat(method="folded")``:
-    differences in scale, which the bulk R̂ misses.
-
-    Args:
-        x: draws ``(chains, draws)`` or ``(chains, draws, ...)`` (one value per quantity after the
-            two leading axes).
-
-    Returns:
-        R̂ of each quantity.
-    """
-    return rhat(x, "folded")
-
-
-def rank_rhat(x: Any) -> np.ndarray:
-    """max(bulk R̂, tail R̂), the R̂ of Vehtari et al. (2021), ``arviz.rhat(method="rank")``.
-
-    Args:
-        x: draws ``(chains, draws)`` or ``(chains, draws, ...)`` (one value per quantity after the
-            two leading axes).
-
-    Returns:
-        R̂ of each quantity.
-    """
-    return rhat(x, "rank")
+rank_rhat = RHat("rank")
+"""max(bulk R̂, tail R̂), the R̂ of Vehtari et al. (2021), ``arviz.rhat(method="rank")``."""

@@ -1,6 +1,7 @@
 """The model DSL: networks, likelihoods, priors, temperature."""
 
 from bdl.dsl.bounded import Bounded
+from bdl.dsl.conditional import ConditionalLeafPrior
 from bdl.dsl.hierarchical import HierarchicalNormal
 from bdl.dsl.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood, Poisson, StudentT
 from bdl.dsl.model import Model
@@ -14,6 +15,7 @@ __all__ = [
     "Bounded",
     "ByPath",
     "Categorical",
+    "ConditionalLeafPrior",
     "Distribution",
     "Gaussian",
     "HeNormal",

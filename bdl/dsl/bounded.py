@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 
+from bdl.dsl.conditional import ConditionalLeafPrior
 from bdl.dsl.priors import Distribution, LeafInfo, LeafPrior, Prior
 from bdl.utils.arguments import finite_array, shown, suggestion
 
@@ -197,7 +198,7 @@ def _prior(prior: Any) -> Any:
     )
 
 
-class Bounded(LeafPrior):
+class Bounded(ConditionalLeafPrior):
     """A parameter in (low, high), each bound a number or a function of the other parameters
     (Stan's ``real<lower=L, upper=U> x;`` with L, U expressions of parameters).
 
@@ -260,14 +261,6 @@ class Bounded(LeafPrior):
             self.prior.resolve(info)
         return self
 
-    # a Bounded leaf's density and transform need the other parameters: the compiled model calls
-    # the ``*_given`` methods with them (bdl.compile.bounds)
-    def distribution(self, info: LeafInfo) -> dist.Distribution:
-        raise TypeError(f"{self!r} reads other parameters: its density needs them.")
-
-    def transform(self, info: LeafInfo) -> None:
-        raise TypeError(f"{self!r} reads other parameters: its transform needs them.")
-
     # ------------------------------------------------------------------ given the others
     def bounds(self, values: Parameters, info: LeafInfo) -> tuple[Any, Any]:
         """(low, high) at the other parameters' values, each ``None`` or broadcast to the leaf.
@@ -329,32 +322,12 @@ class Bounded(LeafPrior):
             )
         return d
 
-    # constrain_given, unconstrain_given and log_prob_given take the same arguments, so their
-    # docstrings' Args read alike: the API reference shows each method's own docstring
     def constrain_given(self, u: jax.Array, values: Parameters, info: LeafInfo) -> jax.Array:
-        """x from the sampled u, between the bounds read at ``values``.
-
-        Args:
-            u: the unconstrained coordinate.
-            values: the other parameters' constrained values.
-            info: the parameter's path, shape, fan-in and input axis.
-
-        Returns:
-            The constrained value x.
-        """
+        """x from the sampled u, between the bounds read at ``values``."""
         return _constrain(u, *self.bounds(values, info))
 
     def unconstrain_given(self, x: jax.Array, values: Parameters, info: LeafInfo) -> jax.Array:
-        """u from the constrained x (the inverse of :meth:`constrain_given`).
-
-        Args:
-            x: the constrained value.
-            values: the other parameters' constrained values.
-            info: the parameter's path, shape, fan-in and input axis.
-
-        Returns:
-            The unconstrained coordinate (not finite where x is outside the bounds).
-        """
+        """u from the constrained x (not finite where x is outside the bounds)."""
         low, high = self.bounds(values, info)
         if low is not None and high is not None:
             p = (x - low) / (high - low)
@@ -362,16 +335,7 @@ class Bounded(LeafPrior):
         return jnp.log(x - low) if low is not None else jnp.log(high - x)
 
     def log_prob_given(self, u: jax.Array, values: Parameters, info: LeafInfo) -> jax.Array:
-        """Σ [log p(x) + log |dx/du|] over the leaf's entries.
-
-        Args:
-            u: the unconstrained coordinate.
-            values: the other parameters' constrained values.
-            info: the parameter's path, shape, fan-in and input axis.
-
-        Returns:
-            The scalar log-density of u.
-        """
+        """Σ [log p(x) + log |dx/du|] over the leaf's entries, at the bounds read at ``values``."""
         low, high = self.bounds(values, info)
         x = _constrain(u, low, high)
         if low is not None and high is not None:
@@ -386,15 +350,8 @@ class Bounded(LeafPrior):
 
     def sample_given(self, key: jax.Array, values: Parameters, info: LeafInfo) -> jax.Array:
         """A start drawn from the prior truncated to the bounds read at ``values`` (by the
-        inverse CDF; uniform between two bounds for a flat prior or one without a CDF).
-
-        Args:
-            key: a JAX random key.
-            values: the other parameters' constrained values.
-            info: the parameter's path, shape, fan-in and input axis.
-
-        Returns:
-            A constrained value strictly inside the bounds.
+        inverse CDF; uniform between two bounds for a flat prior or one without a CDF): a
+        constrained value strictly inside the bounds.
 
         Raises:
             NotImplementedError: one bound and a flat prior or one without an inverse CDF (an

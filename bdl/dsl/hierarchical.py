@@ -31,6 +31,7 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 
+from bdl.dsl.conditional import ConditionalLeafPrior
 from bdl.dsl.priors import LeafInfo, LeafPrior, Prior
 from bdl.utils import arguments
 from bdl.utils.arguments import shown
@@ -174,7 +175,7 @@ def _show(v: Any) -> str:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class HierarchicalLeaf(LeafPrior):
+class HierarchicalLeaf(ConditionalLeafPrior):
     """A leaf under a :class:`HierarchicalNormal` prior: its group of hyper-parameters (``leaf``
     is ``None`` for ``per="group"``), their shape, and the leaf axis they run along."""
 
@@ -182,16 +183,6 @@ class HierarchicalLeaf(LeafPrior):
     leaf: str | None
     shape: tuple[int, ...]
     axis: int = 0
-
-    # a LeafPrior's own density needs the hyper-parameters: the compiled model calls the
-    # ``*_given`` methods below with them; the sampled coordinate is always real-valued
-    def transform(self, info: LeafInfo) -> None:
-        return None
-
-    def distribution(self, info: LeafInfo) -> dist.Distribution:
-        raise TypeError(
-            f"{self!r} has random hyper-parameters: its density needs them (log_prob_given)."
-        )
 
     @property
     def group(self) -> tuple[str, str | None]:

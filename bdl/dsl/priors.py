@@ -162,18 +162,13 @@ class Normal(_LocationScale):
     _family = dist.Normal
 
 
-# Laplace's docstring reads like Normal's: the arguments and their checks are _LocationScale's,
-# but the API reference shows a class's own docstring only, not an inherited __init__'s.
 class Laplace(_LocationScale):
-    """θ_i ~ Laplace(loc, scale) iid (an L1 / sparsity-favouring prior).
+    """θ_i ~ Laplace(loc, scale) iid, with density ∝ exp(−|θ − loc|/scale): an L1,
+    sparsity-favouring prior. Its arguments are checked as :class:`Normal`'s are.
 
     Args:
-        scale: the scale b > 0 (the density is ∝ exp(−|θ − loc|/b)).
+        scale: the scale b > 0.
         loc: the location.
-
-    Raises:
-        ValueError: ``scale`` is not > 0.
-        TypeError: ``scale`` or ``loc`` is not a number.
     """
 
     _family = dist.Laplace

@@ -47,8 +47,7 @@ def build(
         augment=bdl.augment.random_shift(max_shift) if augment else None,
         name="cnn_mnist1d",
     )
-    # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no code but bdl's
+    # in full, as every model file declares it: the files share no code (bdl/models/__init__.py)
     return bdl.ModelSpec(
         model,
         data,

@@ -57,8 +57,7 @@ def build(n: int = 4_000, batch_size: int = 100) -> bdl.ModelSpec:
         prior=bdl.Normal(10.0),
         name="correlated_regression",
     )
-    # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no code but bdl's
+    # in full, as every model file declares it: the files share no code (bdl/models/__init__.py)
     return bdl.ModelSpec(
         model,
         data(n),

@@ -50,6 +50,7 @@ def build(centred: bool = False) -> bdl.ModelSpec:
         prior=prior,
         name=f"eight_schools_{form.replace('-', '')}",
     )
+    # in full, as every model file declares it: the files share no code (bdl/models/__init__.py)
     return bdl.ModelSpec(
         model,
         data(),

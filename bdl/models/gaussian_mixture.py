@@ -44,8 +44,7 @@ def likelihood() -> bdl.Likelihood:
 
 def build(n: int = 500, batch_size: int = 50) -> bdl.ModelSpec:
     model = bdl.Model(likelihood=likelihood(), name="gaussian_mixture")
-    # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no code but bdl's
+    # in full, as every model file declares it: the files share no code (bdl/models/__init__.py)
     return bdl.ModelSpec(
         model,
         data(n),

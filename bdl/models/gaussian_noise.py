@@ -15,6 +15,7 @@ def build(dim: int = 20, grad_noise: float = 1.0, seed: int = 0) -> bdl.ModelSpe
         grad_noise=grad_noise,
         name=f"gaussian_noise_{dim}d",
     )
+    # in full, as every model file declares it: the files share no code (bdl/models/__init__.py)
     return bdl.ModelSpec(
         potential,
         kernels={"sghmc": {"step_size": 0.05, "friction": 5.0}, "sgld": {"step_size": 5e-3}},

@@ -35,8 +35,7 @@ def build(n: int = 200, batch_size: int = 25) -> bdl.ModelSpec:
         prior=bdl.Distribution(dist.ImproperUniform(constraints.real, (), ())),
         name="linear_unstandardised",
     )
-    # declared in full, as in every model file: each file is an example read and copied on its
-    # own, so the model files share no code but bdl's
+    # in full, as every model file declares it: the files share no code (bdl/models/__init__.py)
     return bdl.ModelSpec(
         model,
         data(n),

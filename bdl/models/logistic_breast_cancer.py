@@ -22,6 +22,7 @@ def build(temperature: float = 1.0, batch_size: int = 64, raw: bool = False) -> 
         temperature=temperature,
         name="logistic_breast_cancer_raw" if raw else "logistic_breast_cancer",
     )
+    # in full, as every model file declares it: the files share no code (bdl/models/__init__.py)
     return bdl.ModelSpec(
         model,
         data,

@@ -104,6 +104,7 @@ def build(
         name=f"resnet{depth}_{dataset}",
     )
     epoch = data.n // batch_size
+    # in full, as every model file declares it: the files share no code (bdl/models/__init__.py)
     return bdl.ModelSpec(
         model,
         data,

@@ -16,6 +16,7 @@ def build(temperature: float = 1.0) -> bdl.ModelSpec:
         temperature=temperature,
         name="two_mode",
     )
+    # in full, as every model file declares it: the files share no code (bdl/models/__init__.py)
     return bdl.ModelSpec(
         potential,
         kernels={"sgld": {"step_size": 5e-3}, "sghmc": {"step_size": 5e-2, "friction": 2.0}},

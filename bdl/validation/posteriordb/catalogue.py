@@ -44,17 +44,14 @@ DECLARATIONS: dict[str, tuple[Builder, dict[str, str]]] = {
         regressions.arma11,
         {"mu": "net/mu", "phi": "net/phi", "theta": "net/theta", "sigma": "lik/scale"},
     ),
-    "earnings-earn_height": (regressions.earn_height, _REGRESSION),
-    "earnings-logearn_interaction_z": (regressions.logearn_interaction_z, _REGRESSION),
-    "earnings-logearn_logheight_male": (regressions.logearn_logheight_male, _REGRESSION),
     "gp_pois_regr-gp_regr": (
         processes.gp_regr,
         {"rho": "net/rho", "alpha": "net/alpha", "sigma": "net/sigma"},
     ),
-    "kidiq_with_mom_work-kidscore_interaction_c": (
-        regressions.kidscore_interaction_c,
-        _REGRESSION,
-    ),
+    **{
+        name: (functools.partial(regressions.regression, name), _REGRESSION)
+        for name in regressions.REGRESSIONS
+    },
     "mcycle_gp-accel_gp": (processes.accel_gp, {name: f"net/{name}" for name in _ACCEL}),
     "hudson_lynx_hare-lotka_volterra": (
         ode.lotka_volterra,

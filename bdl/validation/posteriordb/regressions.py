@@ -49,7 +49,66 @@ def linear(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
     return x @ params["beta"]
 
 
-def _regression(name: str, design: np.ndarray, y: np.ndarray) -> tuple[Model, Dataset]:
+def _columns(*columns: np.ndarray) -> np.ndarray:
+    return np.stack([np.ones_like(columns[0]), *columns], axis=1)
+
+
+def _float(data: dict[str, Any], key: str) -> np.ndarray:
+    return np.asarray(data[key], np.float64)
+
+
+def _earn_height(data: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    return _columns(_float(data, "height")), _float(data, "earn")
+
+
+def _logearn_interaction_z(data: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    height, male = _float(data, "height"), _float(data, "male")
+    z = (height - height.mean()) / height.std(ddof=1)  # Stan's sd(): N − 1 denominator
+    return _columns(z, male, z * male), np.log(_float(data, "earn"))
+
+
+def _logearn_logheight_male(data: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    height, male = _float(data, "height"), _float(data, "male")
+    return _columns(np.log(height), male), np.log(_float(data, "earn"))
+
+
+def _kidscore_interaction_c(data: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    hs, iq = _float(data, "mom_hs"), _float(data, "mom_iq")
+    hs, iq = hs - hs.mean(), iq - iq.mean()
+    return _columns(hs, iq, hs * iq), _float(data, "kid_score")
+
+
+#: posterior → its (design matrix with the intercept's column, response) from posteriordb's data
+_DESIGNS = {
+    "earnings-earn_height": _earn_height,
+    "earnings-logearn_interaction_z": _logearn_interaction_z,
+    "earnings-logearn_logheight_male": _logearn_logheight_male,
+    "kidiq_with_mom_work-kidscore_interaction_c": _kidscore_interaction_c,
+}
+
+REGRESSIONS: tuple[str, ...] = tuple(_DESIGNS)
+"""The posteriors :func:`regression` declares: the four linear regressions of the module
+docstring (ARMA is :func:`arma11`)."""
+
+
+def regression(name: str, data: dict[str, Any]) -> tuple[Model, Dataset]:
+    """A linear regression of the suite, y ~ N(Xβ, σ²) with flat priors on β and σ > 0, its
+    design X and response y built from posteriordb's data as the Stan program builds them
+    (module docstring).
+
+    Args:
+        name: one of :data:`REGRESSIONS`, e.g. ``"earnings-earn_height"``.
+        data: the posterior's posteriordb data (``earnings`` or ``kidiq_with_mom_work``).
+
+    Returns:
+        The model and its data set (rows: the N people).
+
+    Raises:
+        ValueError: ``name`` is not one of :data:`REGRESSIONS`.
+    """
+    if name not in _DESIGNS:
+        raise ValueError(f"name must be one of {', '.join(REGRESSIONS)}; got {name!r}.")
+    design, y = _DESIGNS[name](data)
     model = Model(
         network=linear,
         params={"beta": jnp.zeros(design.shape[1])},
@@ -57,77 +116,7 @@ def _regression(name: str, design: np.ndarray, y: np.ndarray) -> tuple[Model, Da
         prior=FLAT,
         name=name,
     )
-    data = Dataset(name, design.astype(np.float32), np.asarray(y, np.float32))
-    return model, data
-
-
-def _columns(*columns: np.ndarray) -> np.ndarray:
-    return np.stack([np.ones_like(columns[0]), *columns], axis=1)
-
-
-def earn_height(data: dict[str, Any]) -> tuple[Model, Dataset]:
-    """``earnings-earn_height``: earnings on height, flat priors.
-
-    Args:
-        data: posteriordb's ``earnings`` data.
-
-    Returns:
-        The model and its data set (rows: the N people).
-    """
-    height = np.asarray(data["height"], np.float64)
-    return _regression("earnings-earn_height", _columns(height), np.asarray(data["earn"]))
-
-
-def logearn_interaction_z(data: dict[str, Any]) -> tuple[Model, Dataset]:
-    """``earnings-logearn_interaction_z``: log earnings on standardised height, sex and their
-    interaction, flat priors.
-
-    Args:
-        data: posteriordb's ``earnings`` data.
-
-    Returns:
-        The model and its data set.
-    """
-    height = np.asarray(data["height"], np.float64)
-    male = np.asarray(data["male"], np.float64)
-    z = (height - height.mean()) / height.std(ddof=1)  # Stan's sd(): N − 1 denominator
-    design = _columns(z, male, z * male)
-    y = np.log(np.asarray(data["earn"], np.float64))
-    return _regression("earnings-logearn_interaction_z", design, y)
-
-
-def logearn_logheight_male(data: dict[str, Any]) -> tuple[Model, Dataset]:
-    """``earnings-logearn_logheight_male``: log earnings on log height and sex, flat priors.
-
-    Args:
-        data: posteriordb's ``earnings`` data.
-
-    Returns:
-        The model and its data set.
-    """
-    height = np.asarray(data["height"], np.float64)
-    male = np.asarray(data["male"], np.float64)
-    y = np.log(np.asarray(data["earn"], np.float64))
-    return _regression("earnings-logearn_logheight_male", _columns(np.log(height), male), y)
-
-
-def kidscore_interaction_c(data: dict[str, Any]) -> tuple[Model, Dataset]:
-    """``kidiq_with_mom_work-kidscore_interaction_c``: a child's test score on the mother's
-    schooling and IQ, centred, and their interaction, flat priors.
-
-    Args:
-        data: posteriordb's ``kidiq_with_mom_work`` data.
-
-    Returns:
-        The model and its data set.
-    """
-    hs = np.asarray(data["mom_hs"], np.float64)
-    iq = np.asarray(data["mom_iq"], np.float64)
-    hs, iq = hs - hs.mean(), iq - iq.mean()
-    design = _columns(hs, iq, hs * iq)
-    return _regression(
-        "kidiq_with_mom_work-kidscore_interaction_c", design, np.asarray(data["kid_score"])
-    )
+    return model, Dataset(name, design.astype(np.float32), np.asarray(y, np.float32))
 
 
 def arma_predictions(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:

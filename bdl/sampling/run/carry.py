@@ -23,8 +23,8 @@ NOISE_SDS = 1e3
 
 class Status(NamedTuple):
     """Per chain: whether it diverged, at which step (−1: never) and the minibatch energy Ũ at
-    which it was flagged (NaN: never); its far-out limit's two parts, ``reference`` (NaN until
-    measured in the run's first call; +∞ where the start's energies are not finite) and
+    which it was flagged (NaN: never); its far-out limit's two parts, ``reference`` (measured
+    by the run's start program; +∞ where the start's energies are not finite) and
     ``margin`` (+∞: no far-out test, as at T = 0)."""
 
     diverged: jax.Array
@@ -118,17 +118,6 @@ def reference_at(step: Callable[..., tuple], c: Chains, key: jax.Array, t: jax.A
         return step(c, key, t + k)[2].energy
 
     return start_reference(jax.lax.map(energy, jnp.arange(REFERENCE_BATCHES)))
-
-
-def with_reference(chains: Chains, reference: Callable[[Chains, Any], jax.Array], t: Any) -> Chains:
-    """``chains`` with their far-out reference ``reference(chains, t)`` (every chain's) when it is
-    unset, as in a run's first call; a branch that later calls skip."""
-
-    def measured(c: Chains) -> Chains:
-        return c._replace(status=c.status._replace(reference=reference(c, t)))
-
-    unset = jnp.any(jnp.isnan(chains.status.reference))
-    return jax.lax.cond(unset, measured, lambda c: c, chains)
 
 
 def all_finite(tree: Any) -> jax.Array:

@@ -56,8 +56,8 @@ step after which the state is beyond; ``samples.valid`` drops its draw). Like th
 test, the far-out test sees only the checked steps: a chain that leaves and comes back between
 two of them is not flagged, and one whose noisy energy hovers at the limit is flagged at its
 first crossing inside the draw that found it. The reference costs
-:data:`~bdl.sampling.run.carry.REFERENCE_BATCHES` minibatch energies per chain in the run's first
-call (:func:`bdl.sampling.run.carry.with_reference`); a checked step, one comparison. Measured
+:data:`~bdl.sampling.run.carry.REFERENCE_BATCHES` minibatch energies per chain in the run's start
+program (:mod:`bdl.sampling.run.start`); a checked step, one comparison. Measured
 false alarms: none in 45 healthy runs (docs/sampling.md, "Far-out chains").
 """
 

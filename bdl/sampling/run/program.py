@@ -44,7 +44,7 @@ from jax.sharding import PartitionSpec as P
 from bdl.compile.target import Target
 from bdl.kernels.base import Info, Kernel
 from bdl.sampling.kept.buffers import Records
-from bdl.sampling.run.carry import Chains, all_finite, judged, reference_at, warmed, with_reference
+from bdl.sampling.run.carry import Chains, all_finite, judged, warmed
 from bdl.sampling.run.chain import run_chain
 from bdl.sampling.run.dispatch import per_device
 from bdl.sampling.run.layout import CHAIN, Layout
@@ -264,7 +264,7 @@ def _local_chunk(
     """:func:`run_chunk` on one device's chains."""
     chain_keys = keys
     phase = shape.phase
-    step = partial(_chain_step, target, kernel, warmup, warming=phase is Phase.WARMUP)
+    step = partial(chain_step, target, kernel, warmup, warming=phase is Phase.WARMUP)
 
     def checked(c: Chains, ckey: jax.Array, t: jax.Array) -> tuple[Chains, Info]:
         state, stream, info = step(c, ckey, t)
@@ -324,8 +324,6 @@ def _local_chunk(
         return Records(collected, info, kernel.is_sample(t), t)
 
     start = jax.tree.map(lambda x: x[0], chains) if single else chains
-    if phase is not Phase.CHECKED:  # the run's first call measures the far-out reference
-        start = with_reference(start, per_step(partial(reference_at, step)), lengths.t0)
     spans = (lengths.t0, lengths.num_draws, lengths.steps_per_draw)
     block = shape.block
     if phase is Phase.SAMPLE:
@@ -401,7 +399,7 @@ def _updated(
 
 
 @owner_jit
-def _chain_step(
+def chain_step(
     target: Target,
     kernel: Kernel,
     warmup: WarmUp | None,

@@ -5,6 +5,10 @@ finite is refused before sampling, naming the rows of the data or the prior resp
 ``init="auto"``, a chain whose default start (a prior draw, say) is not finite starts from the
 declared parameters plus noise (``"perturbed"``) instead.
 
+The same program measures each chain's far-out reference (:mod:`bdl.sampling.run.failures`):
+its minibatch energies on the minibatches of its first steps, so that the chunk programs,
+compiled with every optimisation, carry no copy of the step's energy for it.
+
 The program runs once per run, so on a CPU it is compiled with fewer optimisations, which
 halves its compilation and computes the same values (:func:`bdl.utils.owner_jit.owner_jit`,
 ``once=True``).
@@ -18,6 +22,7 @@ on where it runs. Warm-up's first values come from a stream of their own
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import jax
@@ -33,8 +38,8 @@ from bdl.compile.start_check import (
 )
 from bdl.compile.target import Target
 from bdl.kernels.base import Kernel
-from bdl.sampling.run.carry import Chains, healthy_status
-from bdl.sampling.run.program import warmup_key
+from bdl.sampling.run.carry import Chains, healthy_status, reference_at
+from bdl.sampling.run.program import chain_step, warmup_key
 from bdl.sampling.warmup import WarmUp
 from bdl.utils.owner_jit import owner_jit
 from bdl.utils.rng import initialisation_draws
@@ -117,13 +122,26 @@ def _start(
         lambda state: start_value_is_finite(target, kernel.position(state)), states
     )
     out = Chains(states, streams, healthy_status(stop - start))
-    if warmup is None:
-        return out, chain_keys, finite
-    keys = jax.random.split(warmup_key(key, 0), num_chains)[start:stop]
+    if warmup is not None:
+        keys = jax.random.split(warmup_key(key, 0), num_chains)[start:stop]
 
-    def one(args: tuple) -> tuple:
-        state, k = args
-        return warmup.init(target, state, k)
+        def one(args: tuple) -> tuple:
+            state, k = args
+            return warmup.init(target, state, k)
 
-    states, adaptation = jax.lax.map(one, (states, keys))
-    return out._replace(states=states, warmup=adaptation), chain_keys, finite
+        states, adaptation = jax.lax.map(one, (states, keys))
+        out = out._replace(states=states, warmup=adaptation)
+    return _with_reference(target, kernel, warmup, out, chain_keys), chain_keys, finite
+
+
+def _with_reference(
+    target: Target, kernel: Kernel, warmup: WarmUp | None, chains: Chains, keys: jax.Array
+) -> Chains:
+    """``chains`` with every chain's far-out reference (:func:`bdl.sampling.run.carry.
+    reference_at`), measured here, once per run, so that the chunk programs, compiled with every
+    optimisation, need no copy of the step's energy for it."""
+    step = partial(chain_step, target, kernel, warmup, warming=warmup is not None)
+    reference = jax.vmap(partial(reference_at, step), in_axes=(0, 0, None))(
+        chains, keys, jnp.int32(0)
+    )
+    return chains._replace(status=chains.status._replace(reference=reference))

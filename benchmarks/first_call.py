@@ -33,8 +33,18 @@ program's XLA compilation, tracing and lowering, and the times at which the impo
 ``bdl.compile``, ``bdl.sample`` and the BMA ended, counted from the script's first line (medians
 over the repeats).
 
-Run: ``python benchmarks/first_call.py [--steps 1000] [--repeats 2]``, or ``python
-benchmarks/first_call.py --job [--repeats 5] [--hand-init] [--before DIR]``. The targets are in
+``--parts``: where the job's compilation goes. Each case in a fresh process on the job's model and
+4 chains, printing the seconds of XLA compilation of each program (medians over ``--repeats``):
+``bdl.sample`` with SGLD at a fixed step (200 steps, burn-in 100, thin 10) and with adapted
+SGHMC (``bdl.kernels.get("sghmc")``, 400 steps, burn-in 200); bdl's own kernel step (the bound
+SGLD kernel's ``step`` on ``compiled.next_batch``'s minibatches) in one jitted ``vmap`` of a
+``lax.scan``, as a user would write it around bdl's kernel; and BlackJAX's ``sgld`` in the same
+scan (``peers.blackjax_chain``). The two scans start from prior draws made before (not counted;
+``bdl.sample`` makes its own in its start program, which is counted).
+
+Run: ``python benchmarks/first_call.py [--steps 1000] [--repeats 2]``, ``python
+benchmarks/first_call.py --job [--repeats 5] [--hand-init] [--before DIR]``, or ``python
+benchmarks/first_call.py --parts [--repeats 3]``. The targets are in
 docs/design.md, *Performance targets*.
 """
 
@@ -219,6 +229,87 @@ def run_job(code: str, path: str | None = None) -> tuple[float, float, float, st
     return float(lines[-1]) - start_clock, whole, cpu, lines[-2]
 
 
+#: one case of ``--parts`` (module docstring); prints {program: compile seconds} as JSON
+PARTS = """
+import json, sys
+from collections import defaultdict
+sys.path.insert(0, {bench!r})
+import jax, jax.numpy as jnp
+seconds = defaultdict(float)
+def listen(event, duration, **kwargs):
+    if event.endswith("backend_compile_duration"):
+        seconds[str(kwargs.get("fun_name", "?"))] += duration
+jax.monitoring.register_event_duration_secs_listener(listen)
+import flax.linen as nn
+import bdl
+from peers import blackjax_chain, jitted
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(10)(nn.relu(nn.Dense(100)(x)))
+
+model = bdl.Model(network=MLP(), likelihood=bdl.Categorical(), prior=bdl.Normal(1.0))
+compiled = bdl.compile(model, bdl.data.digits(), batch_size=32)
+case, chains = {case!r}, 4
+starts = compiled.init_positions(jax.random.key(0), chains, "prior")  # the scans' starts
+seconds.clear()
+sgld = bdl.kernels.get("sgld", step_size=1e-5)
+if case == "bdl.sample, SGLD at a fixed step":
+    bdl.sample(compiled, sgld, num_steps=200, burn_in=100, thin=10, num_chains=chains,
+               init="prior", progress=False)
+elif case == "bdl.sample, adapted SGHMC":
+    bdl.sample(compiled, bdl.kernels.get("sghmc"), num_steps=400, burn_in=200, thin=10,
+               num_chains=chains, init="prior", progress=False)
+elif case == "bdl's SGLD step in a scan":
+    bound = sgld.bind(compiled)
+    h, temperature = jnp.float32(1e-5), jnp.float32(1.0)
+
+    def chain(theta, key):
+        def step(carry, t):
+            state, stream = carry
+            batch, stream = compiled.next_batch(stream, t)
+            energy_and_grad = lambda th: compiled.stochastic_energy_and_grad(th, batch)
+            state, _ = bound.step(jax.random.fold_in(key, t), state, energy_and_grad, h,
+                                  temperature)
+            return (state, stream), None
+        carry = (bound.init(theta, key), compiled.init_batches(key))
+        return jax.lax.scan(step, carry, jnp.arange(200))[0][0]
+
+    run = jax.jit(lambda starts, key: jax.vmap(chain)(starts, jax.random.split(key, chains)))
+    jax.block_until_ready(run(starts, jax.random.key(1)))
+else:
+    run = jitted(blackjax_chain("sgld", "bdl"), chains)
+    jax.block_until_ready(run(compiled, starts, jax.random.key(1), num_steps=200))
+print(json.dumps(seconds))
+"""
+PART_CASES = (
+    "bdl.sample, SGLD at a fixed step",
+    "bdl.sample, adapted SGHMC",
+    "bdl's SGLD step in a scan",
+    "BlackJAX's sgld in a scan",
+)
+
+
+def parts(args: argparse.Namespace) -> int:
+    """Seconds of XLA compilation per program, per case (module docstring)."""
+    bench = str(Path(__file__).resolve().parent)
+    print(f"# compilation per program, 4 chains, digits MLP 64-100-10; {load_average()}")
+    for case in PART_CASES:
+        runs = []
+        for _ in range(args.repeats):
+            code = PARTS.format(bench=bench, case=case)
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 check=True)  # fmt: skip
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        names = {name for run in runs for name in run}
+        median = {name: statistics.median(run.get(name, 0.0) for run in runs) for name in names}
+        top = sorted(median.items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{name} {value:.2f}" for name, value in top[:6] if value >= 0.01)
+        print(f"{case}: {sum(median.values()):.2f} s in all; {shown}", flush=True)
+    return 0
+
+
 def job(args: argparse.Namespace) -> int:
     """The README's kind of job, bdl against BlackJAX by hand (module docstring)."""
     steps, burn_in = args.job_steps, args.job_steps // 2
@@ -287,8 +378,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--job-steps", type=int, default=200)
     p.add_argument("--hand-init", action="store_true", help="by hand: shapes from net.init")
     p.add_argument("--before", help="also the bdl job with bdl imported from this directory")
+    p.add_argument("--parts", action="store_true", help="compile seconds per program and case")
     args = p.parse_args(argv)
     print(environment(), flush=True)
+    if args.parts:
+        return parts(args)
     if args.job:
         return job(args)
     rows: dict[str, list[float]] = {"no cache": [], "cold cache": [], "warm cache": []}

@@ -1,4 +1,4 @@
-"""``bdl demo``: the embedded main job, offline on 2 CPU cores in a few minutes.
+"""``bdl demo``: the embedded demonstration, offline on 2 CPU cores in a few minutes.
 
 Bayesian logistic regression on the breast-cancer data (scikit-learn): NumPyro NUTS gives the
 reference posterior (float64, 4 chains, trusted only if R̂ < 1.01 and bulk ESS ≥ 400); SGHMC and

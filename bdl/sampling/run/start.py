@@ -137,9 +137,9 @@ def _start(
 def _with_reference(
     target: Target, kernel: Kernel, warmup: WarmUp | None, chains: Chains, keys: jax.Array
 ) -> Chains:
-    """``chains`` with every chain's far-out reference (:func:`bdl.sampling.run.carry.
-    reference_at`), measured here, once per run, so that the chunk programs, compiled with every
-    optimisation, need no copy of the step's energy for it."""
+    """``chains`` with every chain's far-out reference
+    (:func:`~bdl.sampling.run.carry.reference_at`), measured here, once per run, so that the chunk
+    programs, compiled with every optimisation, need no copy of the step's energy for it."""
     step = partial(chain_step, target, kernel, warmup, warming=warmup is not None)
     reference = jax.vmap(partial(reference_at, step), in_axes=(0, 0, None))(
         chains, keys, jnp.int32(0)

@@ -57,3 +57,39 @@ def test_rounds_grow_with_the_data_set():
     assert shuffle_rounds(2) == 11
     assert shuffle_rounds(1797) == 21
     assert shuffle_rounds(60_000) == 26
+
+
+def _reference_order(key, epoch, positions, n):
+    """π_e by the module docstring's formula in Python integers (no 32-bit arithmetic)."""
+    rounds = shuffle_rounds(n)
+    words = [
+        int(w)
+        for w in jax.random.bits(jax.random.fold_in(key, epoch), (2 * rounds + 2,), jnp.uint32)
+    ]
+
+    def mix(x):
+        x ^= x >> 16
+        x = (x * 0x85EBCA6B) % 2**32
+        x ^= x >> 13
+        x = (x * 0xC2B2AE35) % 2**32
+        return x ^ (x >> 16)
+
+    shift = (words[2 * rounds] * 2**32 + words[2 * rounds + 1]) % n
+    out = []
+    for x in positions:
+        for r in range(rounds):
+            partner = (words[r] % n - x) % n
+            if mix(max(x, partner) ^ words[rounds + r]) >> 31:
+                x = partner
+        out.append((x + shift) % n)
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 1797, 65_537, 2**30 + 7, 2**31 - 1])
+@pytest.mark.parametrize("in_loop", [True, False])
+def test_the_order_is_the_formula_whether_the_rounds_loop_or_not(n, in_loop):
+    key, positions = jax.random.key(11), np.arange(min(n, 40))
+    order = jax.jit(lambda e: epoch_order(key, e, jnp.asarray(positions), n, in_loop=in_loop))
+    for epoch in (0, 1, 12345):
+        expected = _reference_order(key, epoch, positions.tolist(), n)
+        np.testing.assert_array_equal(np.asarray(order(epoch)), expected)
